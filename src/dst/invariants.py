@@ -1,0 +1,243 @@
+"""Ghost state and the invariant checks, by stable id (``../shared/CATALOGUE.md``).
+
+The harness, not the model, keeps the truth it checks against: which lease owns
+which slots (attributed as the store reports each change), which leases the store
+still has, which client is doing protected work under which lease, and the highest
+token the resource accepted. Checks are incremental: a change marks what it touched,
+and :meth:`Ghost.settle` (called after every handler step, write and restart) checks
+only that; nothing rescans all state.
+
+==================  ===========================================================
+slot-accounting     a limit's stored count equals the slots owned by its live leases
+capacity            the slots owned by live leases never exceed the limit
+no-foreign-release  a release or reap returns only slots the lease it names owns
+fenced-writes       no accepted write has a token below one accepted before (and,
+                    under the token-and-lease contract, none from a lease the
+                    authority no longer recognises)
+single-executor     a client works only while the authority recognises its lease,
+                    and no more clients work on a limit at once than it allows
+stranded-slot       a dead holder's lease is reclaimed within TTL + reaper interval;
+                    after the quiet period every count is 0 and no lease is left
+==================  ===========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .model.interface import View, Write
+from .sim.kernel import Kernel, StopRun
+
+
+class Violation(StopRun):
+    """An invariant failed: ``invariant`` is its stable id, ``message`` the one line of values."""
+
+    def __init__(self, invariant: str, time: int, message: str) -> None:
+        super().__init__(f"{invariant}: {message}")
+        self.invariant = invariant
+        self.time = time
+        self.message = message
+
+
+class Ghost:
+    """Implements the model's Observer protocol and the harness hooks; raises :class:`Violation`."""
+
+    def __init__(self, view: View, kernel: Kernel, limits: dict[str, int], enabled: Iterable[str], *,
+                 check_lease_on_write: bool, reclaim_within: int) -> None:
+        self.view = view
+        self.kernel = kernel
+        self.limits = limits
+        enabled = set(enabled)
+        self.on_accounting = "slot-accounting" in enabled
+        self.on_capacity = "capacity" in enabled
+        self.on_foreign = "no-foreign-release" in enabled
+        self.on_fenced = "fenced-writes" in enabled
+        self.on_single = "single-executor" in enabled
+        self.on_stranded = "stranded-slot" in enabled
+        self.check_lease_on_write = check_lease_on_write
+        self.reclaim_within = reclaim_within
+        self.checks = 0
+
+        self.owned: dict[int, int] = {}  # lease -> slots it took and has not given back
+        self.limit_of: dict[int, str] = {}  # lease -> its limit
+        self.live: dict[int, str] = {}  # leases the store has -> holder
+        self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
+        self.working: dict[str, int] = {}  # client -> lease it works under right now
+        self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
+        self.highest_token: dict[tuple[str, int], int] = {}  # (limit, seat) -> highest accepted
+        self._dirty: list[str] = []  # limits touched since the last settle
+        self._removed_while_working: list[tuple[str, int]] = []
+        self.server_up_since: int | None = 0  # None while the server is down
+
+    def fail(self, invariant: str, message: str) -> None:
+        raise Violation(invariant, self.kernel.now, message)
+
+    # --- the model's observer -------------------------------------------------------------
+
+    def slots_taken(self, lease: int, limit: str, n: int) -> None:
+        self.owned[lease] = self.owned.get(lease, 0) + n
+        self.limit_of[lease] = limit
+        if lease in self.live:
+            self.live_owned[limit] += n
+        self._dirty.append(limit)
+
+    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+        have = self.owned.get(lease, 0) if lease is not None and self.limit_of.get(lease) == limit else 0
+        if have < n:
+            if self.on_foreign:
+                self.checks += 1
+                named = "no lease" if lease is None else f"L{lease}"
+                self.fail("no-foreign-release", f"a release naming {named} gave back {n} slot(s) of {limit!r}, "
+                          f"but {named} owned {have}: the slot belonged to another holder")
+            n = have  # with the check off, keep the ghost's books as they were
+        if lease is not None and n:
+            self.owned[lease] = have - n
+            if lease in self.live:
+                self.live_owned[limit] -= n
+        self._dirty.append(limit)
+
+    def lease_stored(self, lease: int, holder: str, limit: str) -> None:
+        self.live[lease] = holder
+        self.limit_of.setdefault(lease, limit)
+        self.live_owned[self.limit_of[lease]] += self.owned.get(lease, 0)
+        self._dirty.append(limit)
+
+    def lease_removed(self, lease: int) -> None:
+        holder = self.live.pop(lease)
+        limit = self.limit_of[lease]
+        self.live_owned[limit] -= self.owned.get(lease, 0)
+        self._dirty.append(limit)
+        if self.working.get(holder) == lease:
+            self._removed_while_working.append((holder, lease))
+
+    def write_accepted(self, request: Write) -> None:
+        if not self.on_fenced:
+            return
+        self.checks += 1
+        seat = (request.limit, request.seat)
+        highest = self.highest_token.get(seat, 0)
+        if request.token < highest:
+            self.fail("fenced-writes", f"the resource accepted token {request.token} from {request.holder} on "
+                      f"{request.limit}/{request.seat} after accepting token {highest} there")
+        self.highest_token[seat] = request.token
+        if self.check_lease_on_write and not self._recognised(request.lease, request.holder):
+            self.fail("fenced-writes", f"the resource accepted a write from {request.holder} under L{request.lease}, "
+                      f"which the authority no longer recognises ({self._lease_state(request.lease)})")
+
+    # --- the hosts' hooks -----------------------------------------------------------------
+
+    def work_started(self, client: str, lease: int) -> None:
+        limit = self.limit_of.get(lease)
+        self.working[client] = lease
+        if limit is not None:
+            self.working_on[limit] += 1
+        if not self.on_single:
+            return
+        self.checks += 1
+        if not self._recognised(lease, client):
+            self.fail("single-executor", f"{client} starts work under L{lease}, which the authority no longer "
+                      f"recognises ({self._lease_state(lease)})")
+        if limit is not None and self.working_on[limit] > self.limits[limit]:
+            who = ", ".join(sorted(c for c, l in self.working.items() if self.limit_of.get(l) == limit))
+            self.fail("single-executor", f"{self.working_on[limit]} clients work on limit {limit!r} "
+                      f"(capacity {self.limits[limit]}) at once: {who}")
+
+    def work_stopped(self, client: str, lease: int) -> None:
+        del self.working[client]
+        limit = self.limit_of.get(lease)
+        if limit is not None:
+            self.working_on[limit] -= 1
+        if not self.on_single:
+            return
+        self.checks += 1
+        expiry = self.view.expiry(lease)
+        if expiry is None or expiry < self.kernel.now:
+            self.fail("single-executor", f"{client} worked under L{lease} until t={self.kernel.now}, past the "
+                      f"moment the authority stopped recognising it ({self._lease_state(lease)})")
+
+    def client_died(self, client: str) -> None:
+        """A client incarnation is gone: its leases must be reclaimed in time."""
+        if not self.on_stranded:
+            return
+        held = [lease for lease, holder in sorted(self.live.items()) if holder == client]
+        if held:
+            now = self.kernel.now
+            self.kernel.after(self.reclaim_within, self._check_reclaimed, (client, held, now, now))
+
+    def server_down(self) -> None:
+        self.server_up_since = None
+
+    def server_up(self) -> None:
+        self.server_up_since = self.kernel.now
+
+    def settle(self) -> None:
+        """The end of a step: check what changed since the last one."""
+        if self._removed_while_working:
+            client, lease = self._removed_while_working.pop()
+            self._removed_while_working.clear()
+            if self.on_single and self.working.get(client) == lease:
+                self.checks += 1
+                self.fail("single-executor", f"L{lease} was removed while {client} works under it")
+        if not self._dirty:
+            return
+        dirty = self._dirty
+        self._dirty = []
+        view, live_owned = self.view, self.live_owned
+        for limit in dirty:
+            if self.on_accounting:
+                self.checks += 1
+                count = view.count(limit)
+                if count != live_owned[limit]:
+                    self.fail("slot-accounting", f"count({limit})={count} but live leases own {live_owned[limit]} "
+                              f"slot(s){self._owners(limit)}")
+            if self.on_capacity:
+                self.checks += 1
+                if live_owned[limit] > self.limits[limit]:
+                    self.fail("capacity", f"live leases own {live_owned[limit]} slot(s) of {limit!r}, capacity "
+                              f"{self.limits[limit]}{self._owners(limit)}")
+
+    def final_check(self) -> None:
+        """After the quiet period: nothing is left held."""
+        if not self.on_stranded:
+            return
+        self.checks += 1
+        for limit in self.limits:
+            count = self.view.count(limit)
+            if count != 0:
+                self.fail("stranded-slot", f"after the quiet period count({limit})={count}{self._owners(limit)}")
+        left = self.view.lease_ids()
+        if left:
+            shown = ", ".join(f"L{lease}({self.live.get(lease, '?')})" for lease in left[:5])
+            self.fail("stranded-slot", f"after the quiet period {len(left)} lease(s) remain: {shown}")
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _check_reclaimed(self, arg: tuple[str, list[int], int, int]) -> None:
+        client, held, died, window_start = arg
+        up = self.server_up_since
+        if up is None or up > window_start:
+            # The reaper did not run for the whole window: give it a full window from when it is back.
+            start = self.kernel.now if up is None else up
+            self.kernel.at(start + self.reclaim_within, self._check_reclaimed, (client, held, died, start))
+            return
+        self.checks += 1
+        for lease in held:
+            if lease in self.live:
+                self.fail("stranded-slot", f"L{lease} of {client}, which died at t={died}, still holds "
+                          f"{self.owned.get(lease, 0)} slot(s) of {self.limit_of[lease]!r} "
+                          f"{self.reclaim_within}ms later ({self._lease_state(lease)})")
+
+    def _recognised(self, lease: int, holder: str) -> bool:
+        expiry = self.view.expiry(lease)
+        return expiry is not None and self.live.get(lease) == holder and self.kernel.now < expiry
+
+    def _lease_state(self, lease: int) -> str:
+        expiry = self.view.expiry(lease)
+        if expiry is None:
+            return f"L{lease} is gone"
+        return f"L{lease} expired at t={expiry}" if expiry <= self.kernel.now else f"L{lease} valid until t={expiry}"
+
+    def _owners(self, limit: str) -> str:
+        parts = [f"L{lease}({self.live.get(lease, 'gone')})={n}" for lease, n in sorted(self.owned.items())
+                 if n and self.limit_of.get(lease) == limit]
+        return f"; owners: {', '.join(parts)}" if parts else ""

@@ -1,0 +1,31 @@
+"""The catalogue's bugs as flags: each slug switches on one wrong behaviour.
+
+The model reads ``bugs.<slug_with_underscores>`` at the one place the wrong code
+lives; that line carries a comment naming what it does wrong and its source
+(``../shared/CATALOGUE.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+# slug -> the invariant the catalogue says it breaks first. Only slugs the model implements.
+CATALOGUE: dict[str, str] = {}
+
+KNOWN_BUGS: tuple[str, ...] = tuple(CATALOGUE)
+
+
+class Bugs:
+    """Which wrong behaviours are on: ``bugs.double_release`` is True when slug
+    ``double-release`` is selected. Plain attributes, read on the hot path."""
+
+    def __init__(self, slugs: Iterable[str] = ()) -> None:
+        self.on = frozenset(slugs)
+        unknown = sorted(self.on - set(KNOWN_BUGS))
+        if unknown:
+            raise ValueError(f"unknown bug slug {unknown[0]!r}; known: {', '.join(KNOWN_BUGS) or 'none'}")
+        for slug in CATALOGUE:
+            setattr(self, slug.replace("-", "_"), slug in self.on)
+
+    def __repr__(self) -> str:
+        return f"Bugs({sorted(self.on)!r})"

@@ -1,0 +1,177 @@
+"""The system-under-test interface: everything the simulator knows about a model.
+
+A model is three pieces the simulator drives, plus one it is handed:
+
+* a **service** (:class:`Service`): ``handle(request)`` returns a *handler*, a
+  generator that yields once before each store transaction. Every ``yield`` is a
+  point where other requests may run, so concurrent requests really interleave;
+  the code between two yields runs atomically. The generator's return value is
+  the response. ``background(now)`` returns handlers for the periodic loops (the
+  reaper); ``crash()`` loses process memory; ``boot()`` returns a recovery handler
+  or None.
+* a **client** program: a generator per job that yields commands (below) and is
+  resumed with their results.
+* a **resource**: ``write(request)`` -> response, atomic, called on delivery.
+* an **observer** it must report to (the harness's ghost state): the store the
+  reference model uses does this itself; a user's model reports the same facts.
+
+Requests and responses are small frozen records; ``describe()`` gives the trace text.
+"""
+
+from __future__ import annotations
+
+from typing import Generator, Protocol
+
+import attrs
+
+# Client commands (defined with the hosts that carry them out): a job yields one of
+# (SLEEP, ms) -> None; (CALL, destination, request) -> the response or None on timeout;
+# (WORK, lease_id, ms) -> ms of the slice not done (nonzero when a pause cut it).
+from ..sim.hosts import CALL, SLEEP, WORK  # noqa: F401  (re-exported: part of the interface)
+
+
+
+SERVER = "server"
+RESOURCE = "resource"
+
+Handler = Generator[None, None, "Response | None"]
+
+
+# --- requests -----------------------------------------------------------------------------------
+
+@attrs.frozen
+class Acquire:
+    limit: str
+    slots: int
+    holder: str
+
+    def describe(self) -> str:
+        return f"acquire {self.limit} slots={self.slots}"
+
+
+@attrs.frozen
+class Renew:
+    lease: int
+    holder: str
+
+    def describe(self) -> str:
+        return f"renew L{self.lease}"
+
+
+@attrs.frozen
+class Release:
+    lease: int
+    holder: str
+
+    def describe(self) -> str:
+        return f"release L{self.lease}"
+
+
+@attrs.frozen
+class Write:
+    """A protected write to one seat of a limit (the resource fences each seat on its own)."""
+
+    token: int
+    lease: int
+    holder: str
+    limit: str
+    seat: int
+
+    def describe(self) -> str:
+        return f"write {self.limit}/{self.seat} token={self.token} L{self.lease}"
+
+
+Request = Acquire | Renew | Release | Write
+
+
+# --- responses ----------------------------------------------------------------------------------
+
+@attrs.frozen
+class Granted:
+    lease: int
+    expiry: int
+    token: int
+    seat: int
+
+    def describe(self) -> str:
+        return f"granted L{self.lease} seat={self.seat} token={self.token} expiry={self.expiry}"
+
+
+@attrs.frozen
+class Denied:
+    retry_after: int
+
+    def describe(self) -> str:
+        return f"denied retry_after={self.retry_after}"
+
+
+@attrs.frozen
+class Renewed:
+    expiry: int
+
+    def describe(self) -> str:
+        return f"renewed expiry={self.expiry}"
+
+
+@attrs.frozen
+class Refused:
+    """The request named a lease the service does not (or no longer) recognise."""
+
+    reason: str
+
+    def describe(self) -> str:
+        return f"refused {self.reason}"
+
+
+@attrs.frozen
+class Done:
+    what: str
+
+    def describe(self) -> str:
+        return self.what
+
+
+Response = Granted | Denied | Renewed | Refused | Done
+
+
+# --- the interfaces -----------------------------------------------------------------------------
+
+class Observer(Protocol):
+    """Facts a model reports as they happen; the harness checks invariants against them."""
+
+    def slots_taken(self, lease: int, limit: str, n: int) -> None: ...
+
+    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+        """``lease`` is the lease the operation names (None: it names none)."""
+
+    def lease_stored(self, lease: int, holder: str, limit: str) -> None: ...
+
+    def lease_removed(self, lease: int) -> None: ...
+
+    def write_accepted(self, request: Write) -> None: ...
+
+
+class View(Protocol):
+    """The read-only view of the authority's state that invariants read."""
+
+    def count(self, limit: str) -> int: ...
+
+    def expiry(self, lease: int) -> int | None:
+        """The lease's expiry if the authority still has it, else None."""
+
+    def lease_ids(self) -> list[int]: ...
+
+
+class Service(Protocol):
+    def handle(self, request: Request) -> Handler: ...
+
+    def background(self, now: int) -> list[tuple[int, Handler]]:
+        """Handlers for one tick of the background loops, each with a key for its draws."""
+
+    def crash(self) -> None: ...
+
+    def boot(self) -> Handler | None: ...
+
+
+class Resource(Protocol):
+    def write(self, request: Write) -> Response: ...

@@ -1,0 +1,37 @@
+"""The protected resource: accepts a write only with a current fencing token.
+
+Seed 004: "A fencing token is a monotonic version whose comparison is performed by
+the protected resource, together with the necessary update in the same atomic
+boundary." Under the ``token-and-lease`` contract it also asks the authority
+whether the writer's lease is still valid ("if the contract requires current
+validity, authority and deadline are also checked").
+"""
+
+from __future__ import annotations
+
+from .bugs import Bugs
+from .interface import Done, Observer, Refused, Response, Write
+from .service import Clock
+from .store import Store
+
+
+class FencedResource:
+    def __init__(self, authority: Store, clock: Clock, observer: Observer, *, check_lease: bool, bugs: Bugs) -> None:
+        self.authority = authority
+        self.clock = clock
+        self.observer = observer
+        self.check_lease = check_lease
+        self.bugs = bugs
+        self.highest: dict[tuple[str, int], int] = {}  # (limit, seat) -> highest token accepted (durable)
+
+    def write(self, req: Write) -> Response:
+        highest = self.highest.get((req.limit, req.seat), 0)
+        if req.token < highest:
+            return Refused(f"stale token {req.token} < {highest}")
+        if self.check_lease:
+            lease = self.authority.get_lease(req.lease)
+            if lease is None or lease.holder != req.holder or lease.expiry <= self.clock.now:
+                return Refused("lease not valid")
+        self.highest[(req.limit, req.seat)] = req.token
+        self.observer.write_accepted(req)
+        return Done("accepted")

@@ -1,0 +1,112 @@
+"""The reference lease/slot service, correct by default.
+
+Seed 000 ("lease design details", "slot counts and owners"), seed 001 and seed 004:
+
+* acquire is one atomic check-and-increment that also stores the lease and takes
+  a fencing token from a durable counter, or a denial with a retry-after;
+* renew extends only the current, unexpired lease, and only for its holder;
+* release is revoke-as-claim: only the release whose delete removed the lease
+  gives its slots back, in the same transaction;
+* the reaper revokes expired leases, re-checking expiry when it acts;
+* leases and counts live in the same durable store.
+
+Each handler yields once before each store transaction (a point where another
+request may run); the code between yields is one transaction.
+"""
+
+from __future__ import annotations
+
+from .bugs import Bugs
+from .interface import Acquire, Denied, Done, Granted, Handler, Refused, Release, Renew, Renewed, Request
+from .store import Lease, Store
+
+# Keys for background handlers' draws live above every client message key.
+BACKGROUND_KEY = 1 << 62
+
+
+class LeaseService:
+    def __init__(self, store: Store, clock: "Clock", *, limits: dict[str, int], ttl: int, retry_after: int, bugs: Bugs) -> None:
+        self.store = store
+        self.clock = clock
+        self.limits = limits
+        self.ttl = ttl
+        self.retry_after = retry_after
+        self.bugs = bugs
+        self._tick = 0
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Handler:
+        if isinstance(request, Acquire):
+            return self._acquire(request)
+        if isinstance(request, Renew):
+            return self._renew(request)
+        if isinstance(request, Release):
+            return self._release(request)
+        raise TypeError(f"the lease service does not handle {request!r}")
+
+    def _acquire(self, req: Acquire) -> Handler:
+        yield
+        store = self.store
+        if store.counts[req.limit] + req.slots > self.limits[req.limit]:
+            return Denied(self.retry_after)
+        lease = Lease(store.new_lease_id(), req.holder, req.limit, req.slots, self.clock.now + self.ttl,
+                      store.next_fence(), store.free_seat(req.limit))
+        store.take_slots(req.limit, req.slots, lease.id)
+        store.put_lease(lease)
+        return Granted(lease.id, lease.expiry, lease.token, lease.seat)
+
+    def _renew(self, req: Renew) -> Handler:
+        yield
+        now = self.clock.now
+        lease = self.store.get_lease(req.lease)
+        if lease is None or lease.holder != req.holder:
+            return Refused("no such lease")
+        if lease.expiry <= now:
+            return Refused("expired")
+        self.store.set_expiry(lease, now + self.ttl)
+        return Renewed(lease.expiry)
+
+    def _release(self, req: Release) -> Handler:
+        yield
+        store = self.store
+        lease = store.get_lease(req.lease)
+        if lease is None or lease.holder != req.holder:
+            return Refused("no such lease")
+        # Revoke-as-claim: the delete decides which release gives the slots back.
+        if store.drop_lease(lease.id) is None:
+            return Refused("no such lease")
+        store.return_slots(lease.limit, lease.slots, lease.id)
+        return Done("released")
+
+    # --- background -------------------------------------------------------------------------
+
+    def background(self, now: int) -> list[tuple[int, Handler]]:
+        """One reaper tick: a reap job per lease expired at ``now``."""
+        self._tick += 1
+        return [(BACKGROUND_KEY | (self._tick << 24) | i, self._reap(lease_id)) for i, lease_id in enumerate(self.store.expired(now))]
+
+    def _reap(self, lease_id: int) -> Handler:
+        yield
+        store = self.store
+        lease = store.get_lease(lease_id)
+        # Re-check expiry when acting: the holder may have renewed since the tick.
+        if lease is None or lease.expiry > self.clock.now:
+            return None
+        if store.drop_lease(lease_id) is not None:
+            store.return_slots(lease.limit, lease.slots, lease.id)
+        return None
+
+    # --- restarts ---------------------------------------------------------------------------
+
+    def crash(self) -> None:
+        self.store.lose_memory()
+
+    def boot(self) -> Handler | None:
+        return None
+
+
+class Clock:
+    """What the model may know of time: ``now``, read-only (the kernel satisfies it)."""
+
+    now: int

@@ -1,0 +1,136 @@
+"""The reference model's store: what survives a restart, and what does not.
+
+Durable: the slot counts, the fencing counter, the lease-id counter and (unless the
+model keeps them in memory) the leases with their expiry index. Memory: whatever
+the process keeps for itself. :meth:`Store.lose_memory` is a process restart.
+
+Every change to counts and leases is reported to the observer as it happens, with
+the lease it is attributed to: a slot count can only move on behalf of a named lease
+(or visibly on behalf of none), which is what lets the harness keep the truth.
+"""
+
+from __future__ import annotations
+
+import attrs
+from sortedcontainers import SortedList
+
+from .interface import Observer
+
+
+@attrs.define(slots=True)
+class Lease:
+    id: int
+    holder: str
+    limit: str
+    slots: int
+    expiry: int
+    token: int
+    seat: int  # which of the limit's seats it occupies: the resource fences writes per seat
+
+
+class _LeaseTable:
+    """Leases by id, with an expiry index for the reaper (O(log n) per change) and the seats in use."""
+
+    __slots__ = ("rows", "by_expiry", "seats")
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Lease] = {}
+        self.by_expiry: SortedList = SortedList()
+        self.seats: dict[tuple[str, int], int] = {}  # (limit, seat) -> lease id
+
+
+class Store:
+    __slots__ = ("observer", "counts", "fence", "lease_seq", "_durable_leases", "_leases")
+
+    def __init__(self, limits: dict[str, int], observer: Observer, *, durable_leases: bool = True) -> None:
+        self.observer = observer
+        self.counts: dict[str, int] = {name: 0 for name in sorted(limits)}  # durable
+        self.fence = 0  # durable
+        self.lease_seq = 0  # durable
+        self._durable_leases = durable_leases
+        self._leases = _LeaseTable()  # durable or process memory, per the model
+
+    # --- restarts ---------------------------------------------------------------------------
+
+    def lose_memory(self) -> None:
+        """A process restart: everything not durable is gone."""
+        if not self._durable_leases:
+            for lease_id in sorted(self._leases.rows):
+                self.observer.lease_removed(lease_id)
+            self._leases = _LeaseTable()
+
+    # --- counts -----------------------------------------------------------------------------
+
+    def take_slots(self, limit: str, n: int, lease: int) -> None:
+        self.counts[limit] += n
+        self.observer.slots_taken(lease, limit, n)
+
+    def return_slots(self, limit: str, n: int, lease: int | None) -> None:
+        self.counts[limit] -= n
+        self.observer.slots_returned(lease, limit, n)
+
+    # --- leases -----------------------------------------------------------------------------
+
+    def new_lease_id(self) -> int:
+        self.lease_seq += 1
+        return self.lease_seq
+
+    def next_fence(self) -> int:
+        self.fence += 1
+        return self.fence
+
+    def free_seat(self, limit: str) -> int:
+        """The lowest seat of ``limit`` no lease occupies."""
+        seats, seat = self._leases.seats, 0
+        while (limit, seat) in seats:
+            seat += 1
+        return seat
+
+    def get_lease(self, lease_id: int) -> Lease | None:
+        return self._leases.rows.get(lease_id)
+
+    def put_lease(self, lease: Lease) -> None:
+        table = self._leases
+        table.rows[lease.id] = lease
+        table.by_expiry.add((lease.expiry, lease.id))
+        table.seats[(lease.limit, lease.seat)] = lease.id
+        self.observer.lease_stored(lease.id, lease.holder, lease.limit)
+
+    def set_expiry(self, lease: Lease, expiry: int) -> None:
+        index = self._leases.by_expiry
+        index.remove((lease.expiry, lease.id))
+        lease.expiry = expiry
+        index.add((expiry, lease.id))
+
+    def drop_lease(self, lease_id: int) -> Lease | None:
+        """Delete the lease; returns it if this call removed it (the claim), else None."""
+        table = self._leases
+        lease = table.rows.pop(lease_id, None)
+        if lease is not None:
+            table.by_expiry.remove((lease.expiry, lease.id))
+            if table.seats.get((lease.limit, lease.seat)) == lease_id:
+                del table.seats[(lease.limit, lease.seat)]
+            self.observer.lease_removed(lease_id)
+        return lease
+
+    def expired(self, now: int) -> list[int]:
+        """Ids of leases whose expiry is at or before ``now``, oldest first."""
+        return [lease_id for _, lease_id in self._leases.by_expiry.irange(maximum=(now, float("inf")))]
+
+    # --- the read-only view for invariants ----------------------------------------------------
+
+    def count(self, limit: str) -> int:
+        return self.counts[limit]
+
+    def expiry(self, lease_id: int) -> int | None:
+        lease = self._leases.rows.get(lease_id)
+        return None if lease is None else lease.expiry
+
+    def lease_ids(self) -> list[int]:
+        return sorted(self._leases.rows)
+
+    def _check(self) -> None:
+        """Assert the store's own structure (sortedcontainers' habit): index matches rows."""
+        table = self._leases
+        assert sorted((l.expiry, l.id) for l in table.rows.values()) == list(table.by_expiry)
+        assert all(table.rows[i].seat == seat and table.rows[i].limit == limit for (limit, seat), i in table.seats.items())

@@ -1,0 +1,141 @@
+"""The one plan format: a run described as timed, readable steps.
+
+A generated run, a hand-written script and a finding all describe a run the same
+way: ``t=76s c2 acquire limit=db slots=1 work=30s writes=2``, ``t=1s c1 pause
+for=89s``, ``t=10s server restart down=2s``. Each step has an ``id`` that the
+keyed random streams use as its key, so deleting one step leaves the draws of the
+others unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+import attrs
+
+# action -> (who may perform it, {argument: kind}); kinds: "duration", "int", "name".
+ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
+    "acquire": ("client", {"limit": "name", "slots": "int", "work": "duration", "writes": "int"}),
+    "crash": ("client", {}),
+    "restart": ("client-or-server", {"down": "duration"}),
+    "pause": ("client", {"for": "duration"}),
+    "partition": ("client", {"for": "duration"}),
+}
+
+FAULT_ACTIONS = ("crash", "restart", "pause", "partition")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+_CLIENT = re.compile(r"^c[1-9]\d*$")
+
+
+def parse_duration(value: object) -> int:
+    """``"60s"``, ``"250ms"``, ``"1.5m"`` or a number of seconds -> integer milliseconds.
+
+    Raises ``ValueError`` with what was expected.
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as '60s' or '250ms'")
+    if isinstance(value, (int, float)):
+        ms = value * 1000
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        ms = float(m.group(1)) * _UNIT_MS[m.group(2)]
+    else:
+        raise ValueError(f"expected a duration such as '60s' or '250ms', got {value!r}")
+    if ms < 0 or ms != int(ms):
+        raise ValueError(f"expected a non-negative whole number of milliseconds, got {value!r}")
+    return int(ms)
+
+
+def format_duration(ms: int) -> str:
+    if ms % 1000 == 0:
+        return f"{ms // 1000}s"
+    return f"{ms}ms"
+
+
+def is_client(actor: str) -> bool:
+    return bool(_CLIENT.match(actor))
+
+
+@attrs.frozen(order=False)
+class Step:
+    """One timed step of a plan. ``args`` is a sorted tuple of ``(name, value)``."""
+
+    id: int
+    at: int
+    actor: str
+    action: str
+    args: tuple[tuple[str, object], ...] = ()
+
+    def arg(self, name: str, default: object = None) -> object:
+        for key, value in self.args:
+            if key == name:
+                return value
+        return default
+
+    def describe(self) -> str:
+        parts = [f"t={format_duration(self.at)}", self.actor, self.action]
+        kinds = ACTIONS[self.action][1]
+        for key, value in self.args:
+            shown = format_duration(value) if kinds.get(key) == "duration" else value  # type: ignore[arg-type]
+            parts.append(f"{key}={shown}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"id": self.id, "at": format_duration(self.at), "actor": self.actor, "action": self.action}
+        kinds = ACTIONS[self.action][1]
+        for key, value in self.args:
+            out[key] = format_duration(value) if kinds.get(key) == "duration" else value  # type: ignore[arg-type]
+        return out
+
+
+def make_step(id: int, at: int, actor: str, action: str, **args: object) -> Step:
+    return Step(id, at, actor, action, tuple(sorted(args.items())))
+
+
+def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
+    """Build a step from a TOML table; raises ``ValueError('key: expected ...')``."""
+    known = {"id", "at", "actor", "action"}
+    action = data.get("action")
+    if action not in ACTIONS:
+        raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {action!r}")
+    who, kinds = ACTIONS[action]  # type: ignore[index]
+    actor = data.get("actor")
+    if not isinstance(actor, str) or not (is_client(actor) or (who == "client-or-server" and actor == "server")):
+        want = "a client name such as 'c1'" + (" or 'server'" if who == "client-or-server" else "")
+        raise ValueError(f"actor: expected {want}, got {actor!r}")
+    try:
+        at = parse_duration(data.get("at"))
+    except ValueError as e:
+        raise ValueError(f"at: {e}") from None
+    step_id = data.get("id", default_id)
+    if not isinstance(step_id, int) or isinstance(step_id, bool) or step_id < 0:
+        raise ValueError(f"id: expected a non-negative integer, got {step_id!r}")
+    args: dict[str, object] = {}
+    for key, value in data.items():
+        if key in known:
+            continue
+        kind = kinds.get(key)
+        if kind is None:
+            allowed = ", ".join(sorted(kinds)) or "none"
+            raise ValueError(f"{key}: not an argument of {action} (arguments: {allowed})")
+        if kind == "duration":
+            try:
+                args[key] = parse_duration(value)
+            except ValueError as e:
+                raise ValueError(f"{key}: {e}") from None
+        elif kind == "int":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{key}: expected a positive integer, got {value!r}")
+            args[key] = value
+        else:
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{key}: expected a name, got {value!r}")
+            args[key] = value
+    return Step(step_id, at, actor, action, tuple(sorted(args.items())))  # type: ignore[arg-type]
+
+
+def sort_steps(steps: Iterable[Step]) -> tuple[Step, ...]:
+    """Plans run in time order; steps at the same time in id order."""
+    return tuple(sorted(steps, key=lambda s: (s.at, s.id)))

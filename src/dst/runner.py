@@ -1,0 +1,183 @@
+"""The one place that composes scenario + plan + simulator + model + invariants.
+
+A run has three phases: the *active* phase (plan steps: jobs and faults), the
+*drain* (no new steps; wait until every client has finished its jobs, up to
+``run.drain_limit``), and the *quiet* period, after which ``stranded-slot``
+checks that nothing is left held.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import attrs
+
+from .explore.generate import generate_plan
+from .invariants import Ghost, Violation
+from .model.bugs import Bugs
+from .model.client import ClientConfig, LeaseClient
+from .model.interface import RESOURCE, SERVER
+from .model.resource import FencedResource
+from .model.service import LeaseService
+from .model.store import Store
+from .plan import FAULT_ACTIONS, Step, is_client
+from .scenario import Scenario
+from .sim.hosts import ClientHost, ResourceHost, ServerHost
+from .sim.kernel import Kernel
+from .sim.network import Network
+from .sim.rng import Streams
+from .sim.trace import Event, digest
+
+_DRAIN_POLL = 1_000
+
+
+@attrs.frozen
+class ViolationReport:
+    invariant: str
+    time: int
+    step: int  # index of the trace event at which it was detected
+    message: str
+    last_events: tuple[Event, ...]
+
+
+@attrs.frozen
+class RunResult:
+    scenario: str
+    seed: int
+    bugs: tuple[str, ...]
+    plan: tuple[Step, ...]
+    virtual_time: int
+    events: int
+    trace: tuple[Event, ...]
+    digest: str
+    faults: dict[str, int]
+    invariants: tuple[str, ...]
+    checks: int
+    jobs: dict[str, int]
+    violation: ViolationReport | None
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but wall-clock figures: the same seed gives the same dict."""
+        out: dict[str, Any] = {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "bugs": list(self.bugs),
+            "result": "ok" if self.ok else "violation",
+            "virtual_time_ms": self.virtual_time,
+            "events": self.events,
+            "trace_events": len(self.trace),
+            "trace_digest": self.digest,
+            "plan_steps": len(self.plan),
+            "faults": dict(sorted(self.faults.items())),
+            "jobs": dict(sorted(self.jobs.items())),
+            "invariants": list(self.invariants),
+            "checks": self.checks,
+            "violation": None,
+        }
+        if self.violation is not None:
+            v = self.violation
+            out["violation"] = {"invariant": v.invariant, "time_ms": v.time, "step": v.step, "message": v.message,
+                                "last_events": [list(e) for e in v.last_events]}
+        return out
+
+
+class Simulation:
+    """One run, assembled. Build it, then :meth:`run` it once."""
+
+    def __init__(self, scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        streams = Streams(seed)
+        self.plan = plan if plan is not None else (scenario.steps if scenario.steps is not None
+                                                   else generate_plan(scenario, streams))
+        model = scenario.model
+        limits = dict(model.limits)
+        bugs = Bugs(scenario.bugs)
+        self.kernel = kernel = Kernel()
+        self.trace: list[Event] = []
+        slack = scenario.network.latency[1] + 4 * model.store_latency[1]
+        self.store = store = Store(limits, observer=None, durable_leases=True)  # type: ignore[arg-type]
+        self.ghost = ghost = Ghost(store, kernel, limits, scenario.invariants,
+                                   check_lease_on_write=model.resource_contract == "token-and-lease",
+                                   reclaim_within=model.ttl + model.reaper_interval + slack)
+        store.observer = ghost
+        self.network = network = Network(kernel, streams.keyed("network"), latency=scenario.network.latency,
+                                         loss=scenario.network.loss, duplicate=scenario.network.duplicate,
+                                         trace=self.trace, server=SERVER)
+        service = LeaseService(store, kernel, limits=limits, ttl=model.ttl, retry_after=model.retry_after, bugs=bugs)
+        self.server = ServerHost(kernel, service, network, self.trace, ghost, streams.keyed("scheduling"),
+                                 store_latency=model.store_latency, background_interval=model.reaper_interval)
+        network.attach(SERVER, self.server.receive)
+        resource = FencedResource(store, kernel, ghost, check_lease=model.resource_contract == "token-and-lease", bugs=bugs)
+        network.attach(RESOURCE, ResourceHost(kernel, resource, network, self.trace, ghost).receive)
+
+        wl = scenario.workload
+        client_config = ClientConfig(ttl=model.ttl, renew_fraction=model.renew_fraction,
+                                     renew_attempts=model.renew_attempts, retries=wl.retries,
+                                     acquire_patience=wl.acquire_patience)
+
+        def make_job(name: str, step: Step) -> Any:
+            client = LeaseClient(name, kernel, client_config, bugs)
+            return client.job(step.arg("limit", wl.limit), step.arg("slots", wl.slots),  # type: ignore[arg-type]
+                              step.arg("work", wl.work[0]), step.arg("writes", wl.writes[0]))  # type: ignore[arg-type]
+
+        names = {f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)}
+        self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, make_job, wl.request_timeout)
+                        for name in sorted(names, key=lambda n: int(n[1:]))}
+        for name, host in self.clients.items():
+            network.attach(name, host.receive)
+        self.faults: Counter[str] = Counter()
+
+    def _apply(self, step: Step) -> None:
+        if step.action in FAULT_ACTIONS:
+            self.faults["server_restart" if step.actor == SERVER else step.action] += 1
+        if step.actor == SERVER:
+            self.server.restart(step.arg("down", 0))  # type: ignore[arg-type]
+            return
+        host = self.clients[step.actor]
+        if step.action == "acquire":
+            host.submit(step)
+        elif step.action == "crash":
+            host.crash()
+        elif step.action == "restart":
+            host.restart()
+        elif step.action == "pause":
+            host.pause(step.arg("for"))  # type: ignore[arg-type]
+        elif step.action == "partition":
+            until = self.kernel.now + step.arg("for")  # type: ignore[operator]
+            self.trace.append((self.kernel.now, step.actor, "partition", f"from the server until t={until}"))
+            partitioned = self.network.partitioned
+            partitioned[step.actor] = max(partitioned.get(step.actor, 0), until)
+
+    def run(self) -> RunResult:
+        kernel, scenario = self.kernel, self.scenario
+        for step in self.plan:
+            kernel.at(step.at, self._apply, step)
+        self.server.boot()
+        active = max([scenario.run.duration] + [s.at + 1 for s in self.plan])
+        violation = None
+        try:
+            kernel.run(active)
+            drain_end = active + scenario.run.drain_limit
+            while kernel.now < drain_end and not all(c.idle for c in self.clients.values()):
+                kernel.run(min(kernel.now + _DRAIN_POLL, drain_end))
+            kernel.run(kernel.now + scenario.run.quiet)
+            self.ghost.final_check()
+        except Violation as v:
+            violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message, tuple(self.trace[-20:]))
+        jobs = Counter(detail.split(": ", 1)[1] for _, _, kind, detail in self.trace if kind == "job-end")
+        return RunResult(
+            scenario=scenario.name, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
+            events=kernel.events, trace=tuple(self.trace), digest=digest(self.trace), faults=dict(self.faults),
+            invariants=scenario.invariants, checks=self.ghost.checks, jobs=dict(jobs), violation=violation,
+        )
+
+
+def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None) -> RunResult:
+    """Run one seeded simulation of ``scenario`` (its script, ``plan``, or a plan generated from the seed)."""
+    return Simulation(scenario, seed, plan).run()

@@ -1,0 +1,309 @@
+"""Hosts: the processes that run a model's code under the kernel, and the faults on them.
+
+* :class:`ClientHost` runs one client's jobs one at a time. A job is a generator of
+  commands (``SLEEP``, ``CALL``, ``WORK``). It owns the faults that hit a client: crash
+  (gone for good), restart (a new incarnation that remembers nothing), pause (frozen:
+  whatever would have woken it waits until it resumes) and the request timeout.
+* :class:`ServerHost` runs the service's handlers. Each ``yield`` of a handler costs
+  one store round trip whose latency is a keyed draw, so which ready handler runs
+  next is a seeded decision. A restart drops every in-flight handler, loses process
+  memory, keeps the store, and starts the background loops again after the downtime.
+
+Both report protected work and step boundaries to the ghost (the invariants).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Generator
+
+from .kernel import Kernel
+from .network import RESPONSE, Network, key_name, message_key
+from .rng import Keyed
+
+SLEEP = 0  # (SLEEP, ms)                 -> None, ms of the client's own time later
+CALL = 1  # (CALL, destination, request) -> the response, or None on timeout
+WORK = 2  # (WORK, lease_id, ms)         -> ms of the slice not done (nonzero when a pause cut it)
+
+_NOTHING = object()
+
+
+class ClientHost:
+    __slots__ = (
+        "name", "kernel", "network", "trace", "ghost", "make_job", "timeout",
+        "alive", "incarnation", "jobs", "job", "job_step", "sent", "wait", "pending",
+        "working", "work_end", "paused_until", "stash",
+    )
+
+    def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
+                 make_job: Callable[[str, Any], Generator], request_timeout: int) -> None:
+        self.name = name
+        self.kernel = kernel
+        self.network = network
+        self.trace = trace
+        self.ghost = ghost
+        self.make_job = make_job  # (client name, plan step) -> job generator
+        self.timeout = request_timeout
+        self.alive = True
+        self.incarnation = 1
+        self.jobs: deque = deque()
+        self.job: Generator | None = None
+        self.job_step = 0  # the plan step id of the running job: the key space of its messages
+        self.sent = 0  # messages sent by the running job
+        self.wait = 0  # bumped on every wait; a wake-up carrying an older value is stale
+        self.pending = -1  # key of the request awaiting its response
+        self.working: int | None = None  # lease id while inside a WORK slice
+        self.work_end = 0
+        self.paused_until = -1
+        self.stash: object = _NOTHING  # the wake-up that arrived while paused
+
+    # --- state a harness reads ------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_until > self.kernel.now
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to do and nothing in progress (dead clients are idle)."""
+        return not self.alive or (self.job is None and not self.jobs and not self.paused)
+
+    # --- plan steps -----------------------------------------------------------------------
+
+    def submit(self, step: Any) -> None:
+        if self._skip_if_dead(f"step {step.id}"):
+            return
+        self.jobs.append(step)
+        if self.job is None and not self.paused:
+            self._next_job()
+
+    def crash(self) -> None:
+        """Gone for good: later steps for this client are skipped."""
+        if self._skip_if_dead("crash"):
+            return
+        self.trace.append((self.kernel.now, self.name, "crash", f"incarnation {self.incarnation}"))
+        self._die()
+
+    def restart(self) -> None:
+        """The process dies and a new incarnation starts with no memory of the old one."""
+        if self._skip_if_dead("restart"):
+            return
+        self.trace.append((self.kernel.now, self.name, "restart", f"incarnation {self.incarnation} -> {self.incarnation + 1}"))
+        self._die()
+        self.alive = True
+        self.incarnation += 1
+
+    def _skip_if_dead(self, what: str) -> bool:
+        if not self.alive:
+            self.trace.append((self.kernel.now, self.name, "skip", f"{what}: the client crashed for good"))
+        return not self.alive
+
+    def _die(self) -> None:
+        self._stop_work()
+        if self.job is not None:
+            self.job.close()
+        self.alive = False
+        self.job = None
+        self.jobs.clear()
+        self.wait += 1
+        self.pending = -1
+        self.paused_until = -1
+        self.stash = _NOTHING
+        self.ghost.client_died(self.name)
+
+    def pause(self, duration: int) -> None:
+        if self._skip_if_dead("pause"):
+            return
+        now = self.kernel.now
+        until = now + duration
+        self.trace.append((now, self.name, "pause", f"until t={until}"))
+        if until <= self.paused_until:
+            return
+        if self.working is not None:
+            # A pause cuts the work slice: the job learns how much was left when it wakes.
+            self.stash = self.work_end - now
+            self.wait += 1
+            self._stop_work()
+        self.paused_until = until
+        self.kernel.at(until, self._resume, (self.incarnation, until))
+
+    def _resume(self, arg: tuple[int, int]) -> None:
+        incarnation, until = arg
+        if incarnation != self.incarnation or until != self.paused_until or not self.alive:
+            return
+        self.trace.append((self.kernel.now, self.name, "resume", ""))
+        stash, self.stash = self.stash, _NOTHING
+        if stash is not _NOTHING:
+            self._advance(stash)
+        elif self.job is None and self.jobs:
+            self._next_job()
+
+    # --- running jobs ---------------------------------------------------------------------
+
+    def _next_job(self) -> None:
+        step = self.jobs.popleft()
+        self.job = self.make_job(self.name, step)
+        self.job_step = step.id
+        self.sent = 0
+        self.trace.append((self.kernel.now, self.name, "job", f"step {step.id}"))
+        self._advance(None)
+
+    def _wake(self, arg: tuple[int, object]) -> None:
+        wait, value = arg
+        if wait != self.wait:
+            return  # stale: answered, timed out, or the incarnation is gone
+        if self.paused_until > self.kernel.now:
+            self.stash = value
+            self.wait += 1
+            return
+        if self.working is not None:
+            self._stop_work()
+        self._advance(value)
+
+    def _advance(self, value: object) -> None:
+        kernel = self.kernel
+        job = self.job
+        self.wait += 1  # whatever else was set to wake this job is stale from now on
+        try:
+            command = job.send(value)  # type: ignore[union-attr]
+        except StopIteration as stop:
+            self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
+            self.job = None
+            self.pending = -1
+            if self.jobs:
+                self._next_job()
+            return
+        op = command[0]
+        if op == WORK:
+            lease, ms = command[1], command[2]
+            self.working = lease
+            self.work_end = kernel.now + ms
+            self.ghost.work_started(self.name, lease)
+            kernel.after(ms, self._wake, (self.wait, 0))
+        elif op == CALL:
+            request = command[2]
+            key = message_key(self.job_step, self.sent)
+            self.sent += 1
+            self.pending = key
+            self.trace.append((kernel.now, self.name, "send", f"{request.describe()} to {command[1]} ({key_name(key)})"))
+            self.network.send((self.name, command[1], key, request))
+            kernel.after(self.timeout, self._wake, (self.wait, None))
+        elif op == SLEEP:
+            kernel.after(command[1], self._wake, (self.wait, None))
+        else:
+            raise ValueError(f"{self.name}: unknown command {command!r}")
+
+    def receive(self, message: tuple) -> None:
+        key = message[2]
+        if not self.alive or key != self.pending | RESPONSE:
+            return  # a late or duplicated response: the job no longer waits for it
+        self.pending = -1
+        payload = message[3]
+        self.trace.append((self.kernel.now, self.name, "recv", f"{payload.describe()} ({key_name(key)})"))
+        self._wake((self.wait, payload))
+
+    def _stop_work(self) -> None:
+        if self.working is not None:
+            lease, self.working = self.working, None
+            self.ghost.work_stopped(self.name, lease)
+
+
+class ServerHost:
+    """Runs handlers with store latency; restarts; the background loop."""
+
+    __slots__ = ("kernel", "service", "network", "trace", "ghost", "rng", "lo", "span", "interval", "epoch", "up",
+                 "restarts", "last_boot")
+
+    def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
+                 *, store_latency: tuple[int, int], background_interval: int) -> None:
+        self.kernel = kernel
+        self.service = service
+        self.network = network
+        self.trace = trace
+        self.ghost = ghost
+        self.rng = rng
+        self.lo, self.span = store_latency[0], store_latency[1] - store_latency[0] + 1
+        self.interval = background_interval
+        self.epoch = 0
+        self.up = False
+        self.restarts = 0
+        self.last_boot = 0
+
+    def boot(self) -> None:
+        self.up = True
+        self.last_boot = self.kernel.now
+        self.ghost.server_up()
+        self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
+        recovery = self.service.boot()
+        if recovery is not None:
+            self._schedule([recovery, 0, 0, None, self.epoch])
+        self.kernel.after(self.interval, self._tick, self.epoch)
+
+    def restart(self, down: int) -> None:
+        self.restarts += 1
+        self.epoch += 1
+        self.up = False
+        self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
+        self.service.crash()
+        self.ghost.server_down()
+        self.ghost.settle()
+        self.kernel.after(down, self._boot_epoch, self.epoch)
+
+    def _boot_epoch(self, epoch: int) -> None:
+        if epoch == self.epoch:
+            self.boot()
+
+    def receive(self, message: tuple) -> None:
+        payload = message[3]
+        if not self.up:
+            self.trace.append((self.kernel.now, "server", "drop", f"{payload.describe()}: server down"))
+            return
+        self.trace.append((self.kernel.now, "server", "recv", f"{payload.describe()} from {message[0]} ({key_name(message[2])})"))
+        # A task is [handler, key for its draws, steps taken, request message, epoch].
+        self._schedule([self.service.handle(payload), message[2], 0, message, self.epoch])
+
+    def _schedule(self, task: list) -> None:
+        self.kernel.after(self.lo + self.rng.bits(task[1], task[2]) % self.span, self._step, task)
+
+    def _step(self, task: list) -> None:
+        if task[4] != self.epoch:
+            return  # the process that ran this handler is gone
+        task[2] += 1
+        try:
+            next(task[0])
+        except StopIteration as stop:
+            response = stop.value
+            self.ghost.settle()
+            message = task[3]
+            if message is not None and response is not None:
+                self.trace.append((self.kernel.now, "server", "reply", f"{response.describe()} to {message[0]} ({key_name(message[2] | RESPONSE)})"))
+                self.network.send(("server", message[0], message[2] | RESPONSE, response))
+            return
+        self.ghost.settle()
+        self._schedule(task)
+
+    def _tick(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        for key, handler in self.service.background(self.kernel.now):
+            self._schedule([handler, key, 0, None, epoch])
+        self.kernel.after(self.interval, self._tick, epoch)
+
+
+class ResourceHost:
+    """The protected resource: handles each write atomically on delivery."""
+
+    __slots__ = ("kernel", "resource", "network", "trace", "ghost")
+
+    def __init__(self, kernel: Kernel, resource: Any, network: Network, trace: list, ghost: Any) -> None:
+        self.kernel = kernel
+        self.resource = resource
+        self.network = network
+        self.trace = trace
+        self.ghost = ghost
+
+    def receive(self, message: tuple) -> None:
+        response = self.resource.write(message[3])
+        self.trace.append((self.kernel.now, "resource", "write", f"{message[3].describe()} from {message[0]}: {response.describe()}"))
+        self.ghost.settle()
+        self.network.send(("resource", message[0], message[2] | RESPONSE, response))

@@ -1,0 +1,85 @@
+"""The simulated network: per-message latency, loss, duplication, partitions.
+
+Reordering comes from latency: two messages on one link overtake each other when
+the later one draws the shorter delay. Every draw is keyed by the message's key
+(and the copy number), never by how many messages went before it.
+
+A message is a tuple ``(src, dst, key, payload)``; ``key`` is unique in the run
+and a response carries its request's key with :data:`RESPONSE` set.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .kernel import Kernel
+from .rng import Keyed
+
+RESPONSE = 1 << 63
+_N_BITS = 20
+
+
+def message_key(step_id: int, n: int) -> int:
+    """The key of the ``n``-th message sent on behalf of plan step ``step_id``."""
+    return (step_id << _N_BITS) | n
+
+
+def key_name(key: int) -> str:
+    """``17.3`` for step 17's message 3; ``17.3r`` for its response."""
+    base = key & ~RESPONSE
+    return f"{base >> _N_BITS}.{base & ((1 << _N_BITS) - 1)}{'r' if key & RESPONSE else ''}"
+
+
+Message = tuple[str, str, int, object]
+
+
+class Network:
+    __slots__ = ("kernel", "rng", "lo", "span", "loss", "duplicate", "trace", "endpoints", "partitioned", "_server")
+
+    def __init__(self, kernel: Kernel, rng: Keyed, *, latency: tuple[int, int], loss: float, duplicate: float,
+                 trace: list, server: str) -> None:
+        self.kernel = kernel
+        self.rng = rng
+        self.lo, self.span = latency[0], latency[1] - latency[0] + 1
+        self.loss = loss
+        self.duplicate = duplicate
+        self.trace = trace
+        self.endpoints: dict[str, Callable[[Message], object]] = {}
+        self.partitioned: dict[str, int] = {}  # client -> virtual time the partition heals
+        self._server = server
+
+    def attach(self, name: str, receive: Callable[[Message], object]) -> None:
+        self.endpoints[name] = receive
+
+    def cut(self, src: str, dst: str) -> bool:
+        """Is the link between these two cut by a partition right now?"""
+        partitioned = self.partitioned
+        if not partitioned:
+            return False
+        now = self.kernel.now
+        if dst == self._server:
+            return partitioned.get(src, -1) > now
+        if src == self._server:
+            return partitioned.get(dst, -1) > now
+        return False
+
+    def send(self, message: Message) -> None:
+        src, dst, key, payload = message
+        rng = self.rng
+        if self.cut(src, dst):
+            self.trace.append((self.kernel.now, "net", "cut", f"{src}->{dst} {key_name(key)}"))
+            return
+        if self.loss and rng.chance(self.loss, key, 0x10):
+            self.trace.append((self.kernel.now, "net", "lost", f"{src}->{dst} {key_name(key)}"))
+            return
+        kernel = self.kernel
+        kernel.after(self.lo + rng.bits(key, 0) % self.span, self._deliver, message)
+        if self.duplicate and rng.chance(self.duplicate, key, 0x11):
+            self.trace.append((kernel.now, "net", "duplicated", f"{src}->{dst} {key_name(key)}"))
+            kernel.after(self.lo + rng.bits(key, 1) % self.span, self._deliver, message)
+
+    def _deliver(self, message: Message) -> None:
+        if self.partitioned and self.cut(message[0], message[1]):
+            self.trace.append((self.kernel.now, "net", "cut", f"{message[0]}->{message[1]} {key_name(message[2])}"))
+            return
+        self.endpoints[message[1]](message)
