@@ -172,29 +172,29 @@ class Ghost:
 
     def settle(self) -> None:
         """The end of a step: check what changed since the last one."""
+        if self._dirty:
+            dirty = self._dirty
+            self._dirty = []
+            view, live_owned = self.view, self.live_owned
+            for limit in dirty:
+                if self.on_accounting:
+                    self.checks += 1
+                    count = view.count(limit)
+                    if count != live_owned[limit]:
+                        self.fail("slot-accounting", f"count({limit})={count} but live leases own "
+                                  f"{live_owned[limit]} slot(s){self._owners(limit)}")
+                if self.on_capacity:
+                    self.checks += 1
+                    if live_owned[limit] > self.limits[limit]:
+                        self.fail("capacity", f"live leases own {live_owned[limit]} slot(s) of {limit!r}, "
+                                  f"capacity {self.limits[limit]}{self._owners(limit)}")
         if self._removed_while_working:
-            client, lease = self._removed_while_working.pop()
-            self._removed_while_working.clear()
-            if self.on_single and self.working.get(client) == lease:
-                self.checks += 1
-                self.fail("single-executor", f"L{lease} was removed while {client} works under it")
-        if not self._dirty:
-            return
-        dirty = self._dirty
-        self._dirty = []
-        view, live_owned = self.view, self.live_owned
-        for limit in dirty:
-            if self.on_accounting:
-                self.checks += 1
-                count = view.count(limit)
-                if count != live_owned[limit]:
-                    self.fail("slot-accounting", f"count({limit})={count} but live leases own {live_owned[limit]} "
-                              f"slot(s){self._owners(limit)}")
-            if self.on_capacity:
-                self.checks += 1
-                if live_owned[limit] > self.limits[limit]:
-                    self.fail("capacity", f"live leases own {live_owned[limit]} slot(s) of {limit!r}, capacity "
-                              f"{self.limits[limit]}{self._owners(limit)}")
+            removed = self._removed_while_working
+            self._removed_while_working = []
+            for client, lease in removed:
+                if self.on_single and self.working.get(client) == lease:
+                    self.checks += 1
+                    self.fail("single-executor", f"L{lease} was removed while {client} works under it")
 
     def final_check(self) -> None:
         """After the quiet period: nothing is left held."""

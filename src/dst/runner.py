@@ -16,11 +16,8 @@ import attrs
 from .explore.generate import generate_plan
 from .invariants import Ghost, Violation
 from .model.bugs import Bugs
-from .model.client import ClientConfig, LeaseClient
 from .model.interface import RESOURCE, SERVER
-from .model.resource import FencedResource
-from .model.service import LeaseService
-from .model.store import Store
+from .model.reference import ReferenceModel
 from .plan import FAULT_ACTIONS, Step, is_client
 from .scenario import Scenario
 from .sim.hosts import ClientHost, ResourceHost, ServerHost
@@ -95,39 +92,26 @@ class Simulation:
         streams = Streams(seed)
         self.plan = plan if plan is not None else (scenario.steps if scenario.steps is not None
                                                    else generate_plan(scenario, streams))
-        model = scenario.model
+        model, wl = scenario.model, scenario.workload
         limits = dict(model.limits)
-        bugs = Bugs(scenario.bugs)
         self.kernel = kernel = Kernel()
         self.trace: list[Event] = []
         slack = scenario.network.latency[1] + 4 * model.store_latency[1]
-        self.store = store = Store(limits, observer=None, durable_leases=True)  # type: ignore[arg-type]
-        self.ghost = ghost = Ghost(store, kernel, limits, scenario.invariants,
+        self.ghost = ghost = Ghost(None, kernel, limits, scenario.invariants,  # type: ignore[arg-type]
                                    check_lease_on_write=model.resource_contract == "token-and-lease",
                                    reclaim_within=model.ttl + model.reaper_interval + slack)
-        store.observer = ghost
+        self.model = reference = ReferenceModel(model, wl, Bugs(scenario.bugs), ghost, kernel)
+        ghost.view = reference.store
         self.network = network = Network(kernel, streams.keyed("network"), latency=scenario.network.latency,
                                          loss=scenario.network.loss, duplicate=scenario.network.duplicate,
                                          trace=self.trace, server=SERVER)
-        service = LeaseService(store, kernel, limits=limits, ttl=model.ttl, retry_after=model.retry_after, bugs=bugs)
-        self.server = ServerHost(kernel, service, network, self.trace, ghost, streams.keyed("scheduling"),
+        self.server = ServerHost(kernel, reference.service, network, self.trace, ghost, streams.keyed("scheduling"),
                                  store_latency=model.store_latency, background_interval=model.reaper_interval)
         network.attach(SERVER, self.server.receive)
-        resource = FencedResource(store, kernel, ghost, check_lease=model.resource_contract == "token-and-lease", bugs=bugs)
-        network.attach(RESOURCE, ResourceHost(kernel, resource, network, self.trace, ghost).receive)
-
-        wl = scenario.workload
-        client_config = ClientConfig(ttl=model.ttl, renew_fraction=model.renew_fraction,
-                                     renew_attempts=model.renew_attempts, retries=wl.retries,
-                                     acquire_patience=wl.acquire_patience)
-
-        def make_job(name: str, step: Step) -> Any:
-            client = LeaseClient(name, kernel, client_config, bugs)
-            return client.job(step.arg("limit", wl.limit), step.arg("slots", wl.slots),  # type: ignore[arg-type]
-                              step.arg("work", wl.work[0]), step.arg("writes", wl.writes[0]))  # type: ignore[arg-type]
+        network.attach(RESOURCE, ResourceHost(kernel, reference.resource, network, self.trace, ghost).receive)
 
         names = {f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)}
-        self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, make_job, wl.request_timeout)
+        self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, reference.job, wl.request_timeout)
                         for name in sorted(names, key=lambda n: int(n[1:]))}
         for name, host in self.clients.items():
             network.attach(name, host.receive)

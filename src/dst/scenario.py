@@ -61,6 +61,7 @@ class WorkloadConfig:
     work: Range = (5_000, 100_000)
     think: Range = (0, 20_000)
     writes: Range = (1, 4)
+    write_time: int = 1_000
     request_timeout: int = 2_000
     retries: int = 3
     acquire_patience: int = 120_000
@@ -279,6 +280,7 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
         work=r.get(t, "work", "workload", _range, d.workload.work),
         think=r.get(t, "think", "workload", _range, d.workload.think),
         writes=r.get(t, "writes", "workload", _int_range, d.workload.writes),
+        write_time=r.get(t, "write_time", "workload", _duration, d.workload.write_time),
         request_timeout=r.get(t, "request_timeout", "workload", _positive_duration, d.workload.request_timeout),
         retries=r.get(t, "retries", "workload", _count(0), d.workload.retries),
         acquire_patience=r.get(t, "acquire_patience", "workload", _duration, d.workload.acquire_patience),

@@ -10,7 +10,15 @@ from __future__ import annotations
 from typing import Iterable
 
 # slug -> the invariant the catalogue says it breaks first. Only slugs the model implements.
-CATALOGUE: dict[str, str] = {}
+CATALOGUE: dict[str, str] = {
+    "volatile-leases": "slot-accounting",
+    "double-release": "no-foreign-release",
+    "stale-check-increment": "capacity",
+    "unfenced-resource": "fenced-writes",
+    "immortal-lease": "stranded-slot",
+    "fallback-release": "no-foreign-release",
+    "continue-after-lost-renewal": "single-executor",
+}
 
 KNOWN_BUGS: tuple[str, ...] = tuple(CATALOGUE)
 

@@ -31,6 +31,7 @@ class ClientConfig:
     renew_attempts: int
     retries: int
     acquire_patience: int
+    write_time: int
 
 
 class LeaseClient:
@@ -74,6 +75,10 @@ class LeaseClient:
                     response, sent = yield from self._call(Renew(lease, self.name), cfg.renew_attempts)
                     if isinstance(response, Renewed):
                         deadline, renew_at = sent + cfg.ttl, sent + renew_every
+                    elif self.bugs.continue_after_lost_renewal:
+                        # wrong: keep working after renewal failed (Prefect concurrency/_leases.py:
+                        # "Execution will continue, but concurrency limits may be exceeded")
+                        deadline = renew_at = _NEVER
                     else:
                         outcome = "renewal failed"
                         break
@@ -90,12 +95,18 @@ class LeaseClient:
                 if clock.now >= deadline:
                     outcome = "lease lost"
                     break
+                # Producing the write takes time after the check: a pause here sends it late, and
+                # only the resource's fencing can stop it (Kleppmann's GC-pause timeline; seed 004).
+                yield (SLEEP, cfg.write_time)
                 response = yield (CALL, RESOURCE, Write(token, lease, self.name, limit, seat))
                 if not isinstance(response, Done):
                     outcome = "write not accepted"
                     break
-        yield from self._call(Release(lease, self.name), cfg.retries + 1)
+        yield from self._call(Release(lease, self.name, limit, slots), cfg.retries + 1)
         return outcome
+
+
+_NEVER = 1 << 62
 
 
 def _split(total: int, parts: int) -> list[int]:

@@ -62,6 +62,8 @@ class Renew:
 class Release:
     lease: int
     holder: str
+    limit: str  # what the holder took, as Prefect's fallback_concurrency_limit_ids carry it
+    slots: int
 
     def describe(self) -> str:
         return f"release L{self.lease}"

@@ -25,6 +25,10 @@ class FencedResource:
         self.highest: dict[tuple[str, int], int] = {}  # (limit, seat) -> highest token accepted (durable)
 
     def write(self, req: Write) -> Response:
+        if self.bugs.unfenced_resource:
+            # wrong: the resource checks no token (Kleppmann's fencing argument; etcd docs; seed 004)
+            self.observer.write_accepted(req)
+            return Done("accepted")
         highest = self.highest.get((req.limit, req.seat), 0)
         if req.token < highest:
             return Refused(f"stale token {req.token} < {highest}")

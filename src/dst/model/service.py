@@ -11,10 +11,13 @@ Seed 000 ("lease design details", "slot counts and owners"), seed 001 and seed 0
 * leases and counts live in the same durable store.
 
 Each handler yields once before each store transaction (a point where another
-request may run); the code between yields is one transaction.
+request may run); the code between yields is one transaction. Every wrong
+behaviour a bug flag switches on sits at one line marked ``# wrong:``.
 """
 
 from __future__ import annotations
+
+from typing import Generator, Protocol
 
 from .bugs import Bugs
 from .interface import Acquire, Denied, Done, Granted, Handler, Refused, Release, Renew, Renewed, Request
@@ -22,14 +25,25 @@ from .store import Lease, Store
 
 # Keys for background handlers' draws live above every client message key.
 BACKGROUND_KEY = 1 << 62
+# Prefect v1 tag limits: leases with a 100-year TTL (V1_LEASE_TTL).
+IMMORTAL_TTL = 100 * 365 * 24 * 3600 * 1000
+
+
+class Clock(Protocol):
+    """What the model may know of time: ``now``, read-only (the kernel satisfies it)."""
+
+    @property
+    def now(self) -> int: ...
 
 
 class LeaseService:
-    def __init__(self, store: Store, clock: "Clock", *, limits: dict[str, int], ttl: int, retry_after: int, bugs: Bugs) -> None:
+    def __init__(self, store: Store, clock: Clock, *, limits: dict[str, int], ttl: int, retry_after: int,
+                 bugs: Bugs) -> None:
         self.store = store
         self.clock = clock
         self.limits = limits
-        self.ttl = ttl
+        # wrong (immortal-lease): a TTL that is effectively infinite is never reclaimed (Prefect #9895).
+        self.ttl = IMMORTAL_TTL if bugs.immortal_lease else ttl
         self.retry_after = retry_after
         self.bugs = bugs
         self._tick = 0
@@ -48,7 +62,10 @@ class LeaseService:
     def _acquire(self, req: Acquire) -> Handler:
         yield
         store = self.store
-        if store.counts[req.limit] + req.slots > self.limits[req.limit]:
+        seen = store.counts[req.limit]
+        if self.bugs.stale_check_increment:
+            yield  # wrong: the capacity check used a read from an earlier transaction (seed 001; Prefect #20520)
+        if seen + req.slots > self.limits[req.limit]:
             return Denied(self.retry_after)
         lease = Lease(store.new_lease_id(), req.holder, req.limit, req.slots, self.clock.now + self.ttl,
                       store.next_fence(), store.free_seat(req.limit))
@@ -72,29 +89,46 @@ class LeaseService:
         store = self.store
         lease = store.get_lease(req.lease)
         if lease is None or lease.holder != req.holder:
+            if self.bugs.fallback_release:
+                # wrong: lease not found, so decrement the limit anyway (Prefect #21797, TLA+ FallbackRelease)
+                store.return_slots(req.limit, req.slots, req.lease)
+                return Done("released (fallback)")
             return Refused("no such lease")
-        # Revoke-as-claim: the delete decides which release gives the slots back.
-        if store.drop_lease(lease.id) is None:
+        if not (yield from self._revoke(lease)):
             return Refused("no such lease")
-        store.return_slots(lease.limit, lease.slots, lease.id)
         return Done("released")
+
+    def _revoke(self, lease: Lease) -> Generator[None, None, bool]:
+        """Remove the lease and give its slots back; True if this call did it (the claim)."""
+        store = self.store
+        if self.bugs.double_release:
+            # wrong: decrement, then revoke, as separate steps: two releases that both read the
+            # lease both decrement (Prefect /decrement-with-lease; TLA+ ReadPresentRelease, DuplicateReap)
+            yield
+            store.return_slots(lease.limit, lease.slots, lease.id)
+            yield
+            store.drop_lease(lease.id)
+            return True
+        if store.drop_lease(lease.id) is None:
+            return False
+        store.return_slots(lease.limit, lease.slots, lease.id)
+        return True
 
     # --- background -------------------------------------------------------------------------
 
     def background(self, now: int) -> list[tuple[int, Handler]]:
         """One reaper tick: a reap job per lease expired at ``now``."""
         self._tick += 1
-        return [(BACKGROUND_KEY | (self._tick << 24) | i, self._reap(lease_id)) for i, lease_id in enumerate(self.store.expired(now))]
+        return [(BACKGROUND_KEY | (self._tick << 24) | i, self._reap(lease_id))
+                for i, lease_id in enumerate(self.store.expired(now))]
 
     def _reap(self, lease_id: int) -> Handler:
         yield
-        store = self.store
-        lease = store.get_lease(lease_id)
+        lease = self.store.get_lease(lease_id)
         # Re-check expiry when acting: the holder may have renewed since the tick.
         if lease is None or lease.expiry > self.clock.now:
             return None
-        if store.drop_lease(lease_id) is not None:
-            store.return_slots(lease.limit, lease.slots, lease.id)
+        yield from self._revoke(lease)
         return None
 
     # --- restarts ---------------------------------------------------------------------------
@@ -104,9 +138,3 @@ class LeaseService:
 
     def boot(self) -> Handler | None:
         return None
-
-
-class Clock:
-    """What the model may know of time: ``now``, read-only (the kernel satisfies it)."""
-
-    now: int

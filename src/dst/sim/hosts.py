@@ -20,6 +20,7 @@ from typing import Any, Callable, Generator
 from .kernel import Kernel
 from .network import RESPONSE, Network, key_name, message_key
 from .rng import Keyed
+from .trace import format_time
 
 SLEEP = 0  # (SLEEP, ms)                 -> None, ms of the client's own time later
 CALL = 1  # (CALL, destination, request) -> the response, or None on timeout
@@ -116,7 +117,7 @@ class ClientHost:
             return
         now = self.kernel.now
         until = now + duration
-        self.trace.append((now, self.name, "pause", f"until t={until}"))
+        self.trace.append((now, self.name, "pause", f"until t={format_time(until)}"))
         if until <= self.paused_until:
             return
         if self.working is not None:
@@ -236,7 +237,7 @@ class ServerHost:
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
         recovery = self.service.boot()
         if recovery is not None:
-            self._schedule([recovery, 0, 0, None, self.epoch])
+            self._step([recovery, 0, 0, None, self.epoch])
         self.kernel.after(self.interval, self._tick, self.epoch)
 
     def restart(self, down: int) -> None:
@@ -260,15 +261,12 @@ class ServerHost:
             return
         self.trace.append((self.kernel.now, "server", "recv", f"{payload.describe()} from {message[0]} ({key_name(message[2])})"))
         # A task is [handler, key for its draws, steps taken, request message, epoch].
-        self._schedule([self.service.handle(payload), message[2], 0, message, self.epoch])
-
-    def _schedule(self, task: list) -> None:
-        self.kernel.after(self.lo + self.rng.bits(task[1], task[2]) % self.span, self._step, task)
+        self._step([self.service.handle(payload), message[2], 0, message, self.epoch])
 
     def _step(self, task: list) -> None:
+        """Run the handler to its next yield, then wait one store round trip before the next step."""
         if task[4] != self.epoch:
             return  # the process that ran this handler is gone
-        task[2] += 1
         try:
             next(task[0])
         except StopIteration as stop:
@@ -280,13 +278,14 @@ class ServerHost:
                 self.network.send(("server", message[0], message[2] | RESPONSE, response))
             return
         self.ghost.settle()
-        self._schedule(task)
+        task[2] += 1
+        self.kernel.after(self.lo + self.rng.bits(task[1], task[2]) % self.span, self._step, task)
 
     def _tick(self, epoch: int) -> None:
         if epoch != self.epoch:
             return
         for key, handler in self.service.background(self.kernel.now):
-            self._schedule([handler, key, 0, None, epoch])
+            self._step([handler, key, 0, None, epoch])
         self.kernel.after(self.interval, self._tick, epoch)
 
 
@@ -304,6 +303,6 @@ class ResourceHost:
 
     def receive(self, message: tuple) -> None:
         response = self.resource.write(message[3])
-        self.trace.append((self.kernel.now, "resource", "write", f"{message[3].describe()} from {message[0]}: {response.describe()}"))
+        self.trace.append((self.kernel.now, "resource", "recv", f"{message[3].describe()} from {message[0]}: {response.describe()}"))
         self.ghost.settle()
         self.network.send(("resource", message[0], message[2] | RESPONSE, response))

@@ -1,0 +1,51 @@
+"""Shared helpers: build scenarios from plain dicts, run scripts, read traces."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from dst.runner import RunResult, Simulation, run
+from dst.scenario import Scenario, parse_scenario
+
+# A calm scenario for scripted tests: no random faults, a perfect network, fixed latencies.
+CALM: dict[str, Any] = {
+    "run": {"duration": "300s", "quiet": "120s"},
+    "model": {"limits": {"db": 1}, "ttl": "60s", "reaper_interval": "15s", "store_latency": ["5ms", "5ms"]},
+    "workload": {"clients": 3, "jobs": 0, "request_timeout": "2s", "retries": 3},
+    "network": {"latency": ["10ms", "10ms"], "loss": 0.0, "duplicate": 0.0},
+}
+
+
+def scenario(overrides: dict[str, Any] | None = None, steps: list[dict[str, Any]] | None = None,
+             base: dict[str, Any] = CALM) -> Scenario:
+    doc = copy.deepcopy(base)
+    for section, values in (overrides or {}).items():
+        if isinstance(values, dict):
+            doc.setdefault(section, {}).update(values)
+        else:
+            doc[section] = values
+    if steps is not None:
+        doc["steps"] = steps
+    return parse_scenario(doc, "<test>")
+
+
+def script(steps: list[dict[str, Any]], seed: int = 1, **overrides: Any) -> RunResult:
+    return run(scenario(overrides, steps), seed)
+
+
+def simulation(steps: list[dict[str, Any]], seed: int = 1, **overrides: Any) -> Simulation:
+    return Simulation(scenario(overrides, steps), seed)
+
+
+def events(result: RunResult, actor: str | None = None, kind: str | None = None) -> list[tuple[int, str, str, str]]:
+    return [e for e in result.trace if (actor is None or e[1] == actor) and (kind is None or e[2] == kind)]
+
+
+@pytest.fixture
+def default_scenario() -> Scenario:
+    from dst.scenario import load_scenario
+
+    return load_scenario()
