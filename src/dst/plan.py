@@ -10,13 +10,14 @@ others unchanged.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Iterable, Mapping
 
 import attrs
 
-# action -> (who may perform it, {argument: kind}); kinds: "duration", "int", "name".
+# action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name".
 ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
-    "acquire": ("client", {"limit": "name", "slots": "int", "work": "duration", "writes": "int"}),
+    "acquire": ("client", {"limit": "name", "slots": "int", "work": "duration", "writes": "count"}),
     "crash": ("client", {}),
     "restart": ("client-or-server", {"down": "duration"}),
     "pause": ("client", {"for": "duration"}),
@@ -38,9 +39,9 @@ def parse_duration(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as '60s' or '250ms'")
     if isinstance(value, (int, float)):
-        ms = value * 1000
+        ms = Decimal(str(value)) * 1000  # via str: 0.1 s is 100 ms, not 100.00000000000001
     elif isinstance(value, str) and (m := _DURATION.match(value)):
-        ms = float(m.group(1)) * _UNIT_MS[m.group(2)]
+        ms = Decimal(m.group(1)) * _UNIT_MS[m.group(2)]
     else:
         raise ValueError(f"expected a duration such as '60s' or '250ms', got {value!r}")
     if ms < 0 or ms != int(ms):
@@ -125,9 +126,10 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
                 args[key] = parse_duration(value)
             except ValueError as e:
                 raise ValueError(f"{key}: {e}") from None
-        elif kind == "int":
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{key}: expected a positive integer, got {value!r}")
+        elif kind in ("int", "count"):
+            least = 1 if kind == "int" else 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"{key}: expected an integer >= {least}, got {value!r}")
             args[key] = value
         else:
             if not isinstance(value, str) or not value:

@@ -27,6 +27,7 @@ import attrs
 # Client commands (defined with the hosts that carry them out): a job yields one of
 # (SLEEP, ms) -> None; (CALL, destination, request) -> the response or None on timeout;
 # (WORK, lease_id, ms) -> ms of the slice not done (nonzero when a pause cut it).
+from ..sim.trace import format_time
 from ..sim.hosts import CALL, SLEEP, WORK  # noqa: F401  (re-exported: part of the interface)
 
 
@@ -96,7 +97,7 @@ class Granted:
     seat: int
 
     def describe(self) -> str:
-        return f"granted L{self.lease} seat={self.seat} token={self.token} expiry={self.expiry}"
+        return f"granted L{self.lease} seat={self.seat} token={self.token} expiry={format_time(self.expiry)}"
 
 
 @attrs.frozen
@@ -104,7 +105,7 @@ class Denied:
     retry_after: int
 
     def describe(self) -> str:
-        return f"denied retry_after={self.retry_after}"
+        return f"denied retry_after={format_time(self.retry_after)}"
 
 
 @attrs.frozen
@@ -112,7 +113,7 @@ class Renewed:
     expiry: int
 
     def describe(self) -> str:
-        return f"renewed expiry={self.expiry}"
+        return f"renewed expiry={format_time(self.expiry)}"
 
 
 @attrs.frozen

@@ -1,0 +1,134 @@
+"""Each fault shows its effect in the trace, on scripted runs of the correct model."""
+
+from __future__ import annotations
+
+from conftest import events, script, simulation
+
+from dst.sim.trace import format_event
+
+
+def show(result) -> str:
+    return "\n".join(format_event(e) for e in result.trace)
+
+
+def job(at: str, client: str = "c1", work: str = "30s", writes: int = 2) -> dict:
+    return {"at": at, "actor": client, "action": "acquire", "work": work, "writes": writes}
+
+
+def test_a_paused_client_is_frozen_and_resumes_where_it_stopped():
+    r = script([job("0s"), {"at": "10s", "actor": "c1", "action": "pause", "for": "20s"}])
+    c1 = events(r, "c1")
+    pause = next(e for e in c1 if e[2] == "pause")
+    resume = next(e for e in c1 if e[2] == "resume")
+    assert (pause[0], resume[0]) == (10_000, 30_000)
+    # Frozen: c1 does nothing between the pause and the resume.
+    assert not [e for e in c1 if 10_000 < e[0] < 30_000]
+    # It continues the same job (no new acquire): granted at 25 ms, its first 15 s slice had 5.025 s left.
+    assert [e for e in c1 if e[2] == "send" and "acquire" in e[3]] == [c1[1]]
+    first_write = next(e for e in c1 if e[2] == "send" and "write" in e[3])
+    assert first_write[0] == 30_000 + 5_025 + 1_000  # the rest of the slice, then producing the write
+    assert r.jobs == {"done": 1} and r.ok, show(r)
+
+
+def test_a_client_paused_past_its_lease_checks_it_on_waking_and_stops():
+    r = script([job("0s", work="60s", writes=1), {"at": "10s", "actor": "c1", "action": "pause", "for": "90s"}])
+    # On waking its renewal is due: the authority refuses it (the reaper took the lease), so c1 stops.
+    assert r.jobs == {"renewal failed": 1}, show(r)
+    assert r.ok
+    assert not [e for e in events(r, "c1", "send") if "write" in e[3]]
+    reaped = [e for e in events(r, "c1", "recv") if "refused no such lease" in e[3]]
+    assert len(reaped) == 2  # the renewal and the release
+
+
+def test_a_pause_between_check_and_write_sends_the_write_late_and_the_fence_refuses_it():
+    # c1 checks its lease, starts producing its write (1 s), and is frozen for 90 s in that window.
+    # Meanwhile c1's lease expires and c2 acquires and writes with a higher token.
+    r = script([job("0s", "c1", work="10s", writes=1), {"at": "10.5s", "actor": "c1", "action": "pause", "for": "90s"},
+                job("61s", "c2", work="20s", writes=2)])
+    resource = events(r, "resource")
+    late = [e for e in resource if "from c1" in e[3] and e[0] > 100_000]
+    assert late and "refused stale token 1 < 2" in late[0][3], show(r)
+    assert r.ok
+
+
+def test_a_server_restart_loses_memory_keeps_the_store_and_restarts_the_reaper():
+    sim = simulation([job("0s", work="100s", writes=1), {"at": "20s", "actor": "server", "action": "restart", "down": "2s"}])
+    r = sim.run()
+    server = events(r, "server")
+    kinds = [(e[0], e[2]) for e in server if e[2] in ("boot", "restart")]
+    assert kinds == [(0, "boot"), (20_000, "restart"), (22_000, "boot")]
+    # The lease granted before the restart is still recognised after it: the renewal at ~45 s succeeds.
+    renewals = [e for e in events(r, "server", "reply") if "renewed" in e[3]]
+    assert renewals and renewals[0][0] > 22_000
+    assert r.jobs == {"done": 1} and r.ok, show(r)
+
+
+def test_requests_to_a_down_server_are_dropped_and_in_flight_handlers_die():
+    r = script([job("0s", "c1", work="5s", writes=1), {"at": "10ms", "actor": "server", "action": "restart", "down": "3s"}],
+               model={"store_latency": ["50ms", "50ms"]})
+    # c1's acquire reached the server at 10 ms; the restart at 10 ms killed its handler before it replied.
+    assert not [e for e in events(r, "server", "reply") if e[0] < 3_000]
+    dropped = events(r, "server", "drop")
+    assert dropped and all("server down" in e[3] for e in dropped), show(r)
+    # c1 retries after its timeout and gets through once the server is back.
+    assert r.jobs == {"done": 1} and r.ok
+
+
+def test_a_duplicated_release_arrives_twice_and_only_one_gives_the_slot_back():
+    r = script([job("0s", work="5s", writes=1)], network={"duplicate": 1.0})
+    releases = [e for e in events(r, "server", "recv") if e[3].startswith("release")]
+    assert len(releases) == 2 and releases[0][3] == releases[1][3], show(r)
+    replies = [e[3] for e in events(r, "server", "reply") if "released" in e[3] or "refused" in e[3]]
+    assert sorted(r.split(" to ")[0] for r in replies) == ["refused no such lease", "released"]
+    assert r.ok
+
+
+def test_a_retried_release_after_a_timeout_is_a_duplicate_release():
+    # c1's release reaches the server at 5.035 s; a partition from 5.036 s cuts the reply, so c1
+    # times out at 7.025 s and sends the release again: the server sees two releases of one lease.
+    r = script([job("0s", work="5s", writes=0), {"at": "5.036s", "actor": "c1", "action": "partition", "for": "1s"}])
+    releases = [e for e in events(r, "server", "recv") if e[3].startswith("release")]
+    assert [e[0] for e in releases] == [5_035, 7_035], show(r)
+    replies = [e[3].split(" to ")[0] for e in events(r, "server", "reply") if e[0] > 5_000]
+    assert replies == ["released", "refused no such lease"]
+    assert r.ok
+
+
+def test_a_crashed_client_is_gone_for_good_and_its_lease_is_reaped():
+    r = script([job("0s", "c1", work="100s"), {"at": "5s", "actor": "c1", "action": "crash"},
+                job("10s", "c1"), {"at": "20s", "actor": "c1", "action": "restart"}, job("30s", "c2", work="5s")],
+               workload={"acquire_patience": "200s"})
+    c1 = events(r, "c1")
+    assert [e[3] for e in c1 if e[2] == "skip"] == ["step 3: the client crashed for good",
+                                                   "restart: the client crashed for good"], show(r)
+    # c1's lease expired at ~60 s and the reaper returned its slot, so c2 got the limit.
+    granted = [e for e in events(r, "c2", "recv") if "granted" in e[3]]
+    assert granted and 60_000 < granted[0][0] <= 75_000 + 1_000
+    assert r.ok
+
+
+def test_a_restarted_client_forgets_its_lease_and_starts_a_new_incarnation():
+    r = script([job("0s", "c1", work="100s"), {"at": "5s", "actor": "c1", "action": "restart"}, job("6s", "c1", work="5s")],
+               workload={"acquire_patience": "200s"})
+    restart = events(r, "c1", "restart")
+    assert restart and restart[0][3] == "incarnation 1 -> 2"
+    # The new incarnation's job waits for the old lease to be reaped (limit 1), then runs.
+    grants = [e for e in events(r, "c1", "recv") if "granted" in e[3]]
+    assert len(grants) == 2 and grants[1][0] > 60_000, show(r)
+    assert r.ok
+
+
+def test_a_partition_cuts_the_client_from_the_server_but_not_from_the_resource():
+    r = script([job("0s", work="100s", writes=4), {"at": "40s", "actor": "c1", "action": "partition", "for": "30s"}])
+    cut = events(r, "net", "cut")
+    assert cut and all(40_000 <= e[0] < 70_000 for e in cut)
+    assert all("server" in e[3] for e in cut)
+    # Renewals at 45 s fail, so c1 stops before its local deadline: the correct client never overworks.
+    assert r.jobs == {"renewal failed": 1}, show(r)
+    assert r.ok
+
+
+def test_message_loss_is_traced_and_recovered_by_retries():
+    r = script([job("0s", work="5s", writes=1)], network={"loss": 0.3}, seed=3)
+    assert events(r, "net", "lost"), show(r)
+    assert r.ok

@@ -1,0 +1,290 @@
+"""Each invariant flags a hand-built violating situation, and stays quiet on a clean one.
+
+The ghost is driven directly, the way a model's store reports to it, over a
+minimal view of the authority's state.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dst.invariants import Ghost, Violation
+from dst.model.interface import Write
+from dst.scenario import INVARIANT_IDS
+from dst.sim.kernel import Kernel
+
+
+class FakeView:
+    """The authority's state as a model would expose it."""
+
+    def __init__(self) -> None:
+        self.counts = {"db": 0}
+        self.expiries: dict[int, int] = {}
+
+    def count(self, limit: str) -> int:
+        return self.counts[limit]
+
+    def expiry(self, lease: int) -> int | None:
+        return self.expiries.get(lease)
+
+    def lease_ids(self) -> list[int]:
+        return sorted(self.expiries)
+
+
+class World:
+    """A store that reports to the ghost as the reference store does."""
+
+    def __init__(self, capacity: int = 1, token_and_lease: bool = False, enabled=INVARIANT_IDS) -> None:
+        self.kernel = Kernel()
+        self.view = FakeView()
+        self.ghost = Ghost(self.view, self.kernel, {"db": capacity}, enabled,
+                           check_lease_on_write=token_and_lease, reclaim_within=75_000)
+
+    def acquire(self, lease: int, holder: str, expiry: int = 60_000, slots: int = 1) -> None:
+        self.view.counts["db"] += slots
+        self.ghost.slots_taken(lease, "db", slots)
+        self.view.expiries[lease] = expiry
+        self.ghost.lease_stored(lease, holder, "db")
+        self.ghost.settle()
+
+    def release(self, lease: int, slots: int = 1, named: int | None = None) -> None:
+        """Drop ``lease`` and give its slots back on behalf of ``named`` (default: itself)."""
+        self.view.expiries.pop(lease, None)
+        if lease in self.ghost.live:
+            self.ghost.lease_removed(lease)
+        self.view.counts["db"] -= slots
+        self.ghost.slots_returned(lease if named is None else named, "db", slots)
+        self.ghost.settle()
+
+    def at(self, time: int) -> None:
+        self.kernel.run(time)
+
+
+def flagged(invariant: str, action) -> Violation:
+    with pytest.raises(Violation) as info:
+        action()
+    assert info.value.invariant == invariant
+    assert info.value.message and "\n" not in info.value.message
+    return info.value
+
+
+# --- slot-accounting ------------------------------------------------------------------------------
+
+def test_slot_accounting_clean_acquire_and_release():
+    w = World(capacity=2)
+    w.acquire(1, "c1")
+    w.acquire(2, "c2")
+    w.release(1)
+    w.release(2)
+    assert w.ghost.checks > 0
+
+
+def test_slot_accounting_flags_a_lease_lost_while_its_count_stays():
+    w = World()
+    w.acquire(1, "c1")
+    # A restart loses the lease (kept in memory) but the durable count stays at 1.
+    del w.view.expiries[1]
+    w.ghost.lease_removed(1)
+    v = flagged("slot-accounting", w.ghost.settle)
+    assert "count(db)=1" in v.message and "own 0" in v.message
+
+
+def test_slot_accounting_flags_an_increment_without_a_lease():
+    w = World(capacity=3)
+    w.view.counts["db"] += 1
+    w.ghost.slots_taken(7, "db", 1)  # the lease is never stored
+    flagged("slot-accounting", w.ghost.settle)
+
+
+# --- capacity ---------------------------------------------------------------------------------------
+
+def test_capacity_flags_two_holders_of_a_limit_of_one():
+    w = World(capacity=1)
+    w.acquire(1, "c1")
+    v = flagged("capacity", lambda: w.acquire(2, "c2"))
+    assert "capacity 1" in v.message and "L1(c1)" in v.message and "L2(c2)" in v.message
+
+
+def test_capacity_allows_up_to_the_limit():
+    w = World(capacity=2)
+    w.acquire(1, "c1")
+    w.acquire(2, "c2")
+    w.release(2)
+    w.acquire(3, "c3")
+
+
+# --- no-foreign-release ----------------------------------------------------------------------------
+
+def test_no_foreign_release_flags_a_second_release_of_one_lease():
+    w = World(capacity=2)
+    w.acquire(1, "c1")
+    w.acquire(2, "c2")
+    w.release(1)
+    # The retried release decrements again: the slot it frees is c2's.
+    w.view.counts["db"] -= 1
+    v = flagged("no-foreign-release", lambda: w.ghost.slots_returned(1, "db", 1))
+    assert "L1 owned 0" in v.message
+
+
+def test_no_foreign_release_flags_an_anonymous_decrement():
+    w = World()
+    w.acquire(1, "c1")
+    w.view.counts["db"] -= 1
+    v = flagged("no-foreign-release", lambda: w.ghost.slots_returned(None, "db", 1))
+    assert "no lease" in v.message
+
+
+def test_no_foreign_release_allows_the_owner_to_release():
+    w = World()
+    w.acquire(1, "c1")
+    w.release(1)
+
+
+# --- fenced-writes ------------------------------------------------------------------------------------
+
+def test_fenced_writes_flags_a_token_below_one_accepted():
+    w = World()
+    w.ghost.write_accepted(Write(2, 2, "c2", "db", 0))
+    v = flagged("fenced-writes", lambda: w.ghost.write_accepted(Write(1, 1, "c1", "db", 0)))
+    assert "token 1" in v.message and "token 2" in v.message
+
+
+def test_fenced_writes_accepts_rising_and_equal_tokens_and_other_seats():
+    w = World(capacity=2)
+    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
+    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
+    w.ghost.write_accepted(Write(3, 3, "c3", "db", 0))
+    w.ghost.write_accepted(Write(2, 2, "c2", "db", 1))  # another seat is fenced on its own
+
+
+def test_fenced_writes_under_token_and_lease_flags_an_expired_writer():
+    w = World(token_and_lease=True)
+    w.acquire(1, "c1", expiry=60_000)
+    w.at(59_999)
+    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
+    w.at(60_000)
+    v = flagged("fenced-writes", lambda: w.ghost.write_accepted(Write(1, 1, "c1", "db", 0)))
+    assert "no longer recognises" in v.message
+
+
+def test_fenced_writes_under_token_only_allows_an_expired_writer_with_a_current_token():
+    w = World(token_and_lease=False)
+    w.acquire(1, "c1", expiry=60_000)
+    w.at(70_000)
+    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
+
+
+# --- single-executor -------------------------------------------------------------------------------
+
+def test_single_executor_flags_work_on_an_expired_lease():
+    w = World()
+    w.acquire(1, "c1", expiry=60_000)
+    w.at(60_000)
+    v = flagged("single-executor", lambda: w.ghost.work_started("c1", 1))
+    assert "expired at t=60000" in v.message
+
+
+def test_single_executor_flags_work_that_outlives_its_lease():
+    w = World()
+    w.acquire(1, "c1", expiry=60_000)
+    w.ghost.work_started("c1", 1)
+    w.at(60_001)
+    flagged("single-executor", lambda: w.ghost.work_stopped("c1", 1))
+
+
+def test_single_executor_allows_work_that_ends_at_expiry():
+    w = World()
+    w.acquire(1, "c1", expiry=60_000)
+    w.ghost.work_started("c1", 1)
+    w.at(60_000)
+    w.ghost.work_stopped("c1", 1)
+
+
+def test_single_executor_flags_a_lease_removed_under_a_working_client():
+    w = World()
+    w.acquire(1, "c1")
+    w.ghost.work_started("c1", 1)
+    v = flagged("single-executor", lambda: w.release(1))
+    assert "removed while c1 works" in v.message
+
+
+def test_single_executor_flags_more_workers_than_the_limit():
+    w = World(capacity=1, enabled=("single-executor",))  # capacity checks off: only the worker count
+    w.acquire(1, "c1")
+    w.acquire(2, "c2")
+    w.ghost.work_started("c1", 1)
+    v = flagged("single-executor", lambda: w.ghost.work_started("c2", 2))
+    assert "2 clients work" in v.message
+
+
+def test_single_executor_a_paused_client_is_not_working():
+    w = World()
+    w.acquire(1, "c1", expiry=60_000)
+    w.ghost.work_started("c1", 1)
+    w.at(30_000)
+    w.ghost.work_stopped("c1", 1)  # paused
+    w.at(90_000)
+    w.release(1)  # the lease is reaped while it sleeps: no violation
+
+
+# --- stranded-slot ----------------------------------------------------------------------------------
+
+def test_stranded_slot_flags_a_count_left_after_the_quiet_period():
+    w = World()
+    w.acquire(1, "c1")
+    v = flagged("stranded-slot", w.ghost.final_check)
+    assert "count(db)=1" in v.message
+
+
+def test_stranded_slot_clean_after_everything_is_released():
+    w = World()
+    w.acquire(1, "c1")
+    w.release(1)
+    w.ghost.final_check()
+
+
+def test_stranded_slot_flags_a_dead_holders_lease_not_reclaimed_in_time():
+    w = World()
+    w.acquire(1, "c1")
+    w.ghost.client_died("c1")
+    v = flagged("stranded-slot", lambda: w.at(75_000))
+    assert "L1 of c1" in v.message
+
+
+def test_stranded_slot_allows_reclaim_within_the_window():
+    w = World()
+    w.acquire(1, "c1")
+    w.ghost.client_died("c1")
+    w.at(74_000)
+    w.release(1)  # the reaper got it
+    w.at(200_000)
+
+
+def test_stranded_slot_window_restarts_when_the_server_was_down():
+    w = World()
+    w.acquire(1, "c1")
+    w.ghost.client_died("c1")
+    w.at(10_000)
+    w.ghost.server_down()
+    w.at(20_000)
+    w.ghost.server_up()
+    w.at(94_000)  # past the first window, within a full window from the boot
+    w.release(1)
+    w.at(300_000)
+
+
+# --- switching invariants off ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("invariant", INVARIANT_IDS)
+def test_a_disabled_invariant_is_not_checked(invariant):
+    w = World(capacity=1, enabled=tuple(i for i in INVARIANT_IDS if i != invariant))
+    situations = {
+        "slot-accounting": lambda: (w.acquire(1, "c1"), w.view.expiries.pop(1), w.ghost.lease_removed(1), w.ghost.settle()),
+        "capacity": lambda: (w.acquire(1, "c1"), w.acquire(2, "c2")),
+        "no-foreign-release": lambda: w.ghost.slots_returned(None, "db", 1),
+        "fenced-writes": lambda: (w.ghost.write_accepted(Write(2, 2, "c2", "db", 0)),
+                                  w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))),
+        "single-executor": lambda: (w.acquire(1, "c1", expiry=10), w.at(10), w.ghost.work_started("c1", 1)),
+        "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.final_check()),
+    }
+    situations[invariant]()

@@ -1,0 +1,80 @@
+"""The event loop: time order, FIFO ties, cancellation, stopping, and a clock that never runs back."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dst.sim.kernel import Kernel, StopRun
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 3)), max_size=60))
+def test_events_run_in_time_order_and_ties_first_scheduled_first(schedule):
+    kernel = Kernel()
+    seen: list[tuple[int, int]] = []
+    for i, (time, _) in enumerate(schedule):
+        kernel.at(time, lambda arg: seen.append((kernel.now, arg)), i)
+    kernel.run(100)
+    expected = sorted(((time, i) for i, (time, _) in enumerate(schedule)))
+    assert seen == expected
+    assert kernel.now == 100
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.booleans()), max_size=60))
+def test_cancelled_events_never_run_and_the_rest_do(schedule):
+    kernel = Kernel()
+    ran: list[int] = []
+    for i, (time, cancel) in enumerate(schedule):
+        handle = kernel.at(time, ran.append, i)
+        if cancel:
+            kernel.cancel(handle)
+    kernel.run(100)
+    assert ran == sorted((i for i, (_, c) in enumerate(schedule) if not c), key=lambda i: (schedule[i][0], i))
+    assert kernel.pending() == 0
+
+
+def test_events_scheduled_while_running_run_in_the_same_pass():
+    kernel = Kernel()
+    ran = []
+
+    def chain(n):
+        ran.append((kernel.now, n))
+        if n < 3:
+            kernel.after(0 if n % 2 else 5, chain, n + 1)
+
+    kernel.at(1, chain, 0)
+    kernel.run(50)
+    assert ran == [(1, 0), (6, 1), (6, 2), (11, 3)]
+    assert kernel.events == 4
+
+
+def test_run_stops_at_until_and_resumes_later():
+    kernel = Kernel()
+    ran = []
+    for t in (5, 10, 15):
+        kernel.at(t, ran.append, t)
+    kernel.run(10)
+    assert ran == [5, 10] and kernel.now == 10
+    kernel.run(20)
+    assert ran == [5, 10, 15]
+
+
+def test_stop_run_propagates_with_the_clock_at_the_event():
+    kernel = Kernel()
+
+    def stop(_):
+        raise StopRun("enough")
+
+    kernel.at(7, stop)
+    kernel.at(9, lambda _: None)
+    with pytest.raises(StopRun):
+        kernel.run(100)
+    assert kernel.now == 7
+
+
+def test_the_clock_refuses_to_go_backwards():
+    kernel = Kernel()
+    kernel.run(10)
+    with pytest.raises(ValueError):
+        kernel.at(9, print)
