@@ -14,9 +14,12 @@ import sys
 import time
 from typing import Sequence
 
+import attrs
+
 from . import __version__
 from .runner import RunResult, run
-from .scenario import ScenarioError, load_scenario
+from .model.bugs import KNOWN_BUGS
+from .scenario import Scenario, ScenarioError, load_scenario
 from .sim.trace import first_difference, format_event
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
@@ -50,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one seeded simulation of a scenario")
     p.add_argument("--seed", type=_seed, default=1, help="the seed (default 1)")
     p.add_argument("--scenario", metavar="FILE", help="a scenario TOML file (default: the embedded default scenario)")
+    p.add_argument("--bug", action="append", default=[], metavar="SLUG",
+                   help="switch on a catalogue bug in the model (repeatable); adds to the scenario's bugs")
     p.add_argument("--json", action="store_true", help="print one JSON object (identical bytes for identical runs)")
     p.add_argument("--trace", action="store_true", help="also print the whole trace (in --json: a 'trace' array)")
     p.add_argument("--check-determinism", action="store_true",
@@ -75,8 +80,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # --- dst run --------------------------------------------------------------------------------------
 
+def _with_bugs(scenario: Scenario, slugs: list[str]) -> Scenario:
+    for slug in slugs:
+        if slug not in KNOWN_BUGS:
+            raise UsageError(f"dst: --bug: unknown bug slug {slug!r}; known: {', '.join(KNOWN_BUGS)}")
+    return attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(slugs))))
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario)
+    scenario = _with_bugs(load_scenario(args.scenario), args.bug)
     started = time.perf_counter()
     result = run(scenario, args.seed)
     wall = time.perf_counter() - started
@@ -117,6 +129,8 @@ def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None
     command = [sys.executable, "-m", "dst", "run", "--seed", str(args.seed), "--json", "--trace"]
     if args.scenario:
         command += ["--scenario", args.scenario]
+    for slug in args.bug:
+        command += ["--bug", slug]
     env = dict(os.environ, PYTHONHASHSEED=str((args.seed * 7919 + 17) % 4294967295 or 1))
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode not in (EXIT_OK, EXIT_VIOLATION):

@@ -1,0 +1,62 @@
+"""What README.md and docs/ show is true."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from dst.cli import main
+from dst.runner import run
+from dst.scenario import ScenarioError, load_scenario, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _blocks(path: Path, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", path.read_text(), re.S)
+
+
+def test_the_readme_script_example_loads_and_runs_exactly_its_steps():
+    (block,) = _blocks(ROOT / "README.md", "toml")
+    scenario = parse_scenario(tomllib.loads(block), "README.md")
+    assert scenario.steps is not None and len(scenario.steps) == 4
+    result = run(scenario, 1)
+    assert result.plan == scenario.steps and result.ok
+
+
+def test_every_flag_in_the_readme_exists():
+    lines = [line for block in _blocks(ROOT / "README.md", "sh") for line in block.splitlines() if line.startswith("dst ")]
+    assert lines
+    for line in lines:
+        argv = line.split("#")[0].split()[1:]
+        with pytest.raises(SystemExit) as exit_:  # --help proves the parser knows every flag on the line
+            main(argv + ["--help"])
+        assert exit_.value.code == 0
+
+
+@pytest.mark.parametrize("line, toml", [
+    ("dst: bad.toml: model.ttl: expected a duration above zero, got '0s'", '[model]\nttl = "0s"\n'),
+    ("dst: bad.toml: faults.pause.rate: expected a non-negative number of faults per virtual minute, got -1",
+     "[faults]\npause = { rate = -1 }\n"),
+    ("dst: bad.toml: steps[1].action: expected one of acquire, crash, partition, pause, restart, got 'jump'",
+     'steps = [{ at = "0s", actor = "c1", action = "acquire" }, { at = "1s", actor = "c1", action = "jump" }]\n'),
+])
+def test_the_error_lines_in_docs_are_what_dst_prints(line, toml, tmp_path, monkeypatch, capsys):
+    assert line in (ROOT / "docs" / "scenarios.md").read_text()
+    monkeypatch.chdir(tmp_path)
+    Path("bad.toml").write_text(toml)
+    assert main(["run", "--scenario", "bad.toml"]) == 2
+    assert capsys.readouterr().err.strip() == line
+
+
+def test_the_default_scenario_documents_every_key_it_sets():
+    doc = (ROOT / "docs" / "scenarios.md").read_text()
+    data = tomllib.loads((ROOT / "scenarios" / "default.toml").read_text())
+    for section, values in data.items():
+        keys = values if isinstance(values, dict) else {section: values}
+        for key in keys:
+            assert f"`{key}`" in doc, f"{section}.{key} is not documented"
+    load_scenario(ROOT / "scenarios" / "default.toml")
