@@ -32,9 +32,7 @@ def test_every_flag_in_the_readme_exists():
     assert lines
     for line in lines:
         argv = line.split("#")[0].split()[1:]
-        with pytest.raises(SystemExit) as exit_:  # --help proves the parser knows every flag on the line
-            main(argv + ["--help"])
-        assert exit_.value.code == 0
+        assert main(argv + ["--help"]) == 0  # --help proves the parser knows every flag on the line
 
 
 @pytest.mark.parametrize("line, toml", [

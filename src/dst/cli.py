@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.handler(args)
+    except SystemExit as e:  # argparse's --help and --version
+        return e.code if isinstance(e.code, int) else EXIT_OK
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
@@ -109,7 +111,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         from .render import render_events, render_run
 
-        console = Console(highlight=False)
+        # Piped output keeps one event per line (rich would wrap at 80 columns).
+        console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
         if args.trace:
             render_events(console, result.trace)
             console.print()

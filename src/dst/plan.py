@@ -39,6 +39,8 @@ def parse_duration(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as '60s' or '250ms'")
     if isinstance(value, (int, float)):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"expected a finite duration, got {value!r}")
         ms = Decimal(str(value)) * 1000  # via str: 0.1 s is 100 ms, not 100.00000000000001
     elif isinstance(value, str) and (m := _DURATION.match(value)):
         ms = Decimal(m.group(1)) * _UNIT_MS[m.group(2)]
@@ -99,7 +101,7 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
     """Build a step from a TOML table; raises ``ValueError('key: expected ...')``."""
     known = {"id", "at", "actor", "action"}
     action = data.get("action")
-    if action not in ACTIONS:
+    if not isinstance(action, str) or action not in ACTIONS:
         raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {action!r}")
     who, kinds = ACTIONS[action]  # type: ignore[index]
     actor = data.get("actor")
@@ -120,7 +122,8 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
         kind = kinds.get(key)
         if kind is None:
             allowed = ", ".join(sorted(kinds)) or "none"
-            raise ValueError(f"{key}: not an argument of {action} (arguments: {allowed})")
+            shown = key if re.match(r"^[A-Za-z0-9_-]+$", key) else repr(key)
+            raise ValueError(f"{shown}: not an argument of {action} (arguments: {allowed})")
         if kind == "duration":
             try:
                 args[key] = parse_duration(value)

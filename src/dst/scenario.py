@@ -7,6 +7,7 @@ the CLI prints it and exits 2. The schema is documented in ``docs/scenarios.md``
 
 from __future__ import annotations
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -28,6 +29,7 @@ class ScenarioError(ValueError):
 
 
 Range = tuple[int, int]
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 @attrs.frozen
@@ -127,7 +129,7 @@ class _Reader:
             raise self.fail(path, "a table", value)
         for k in value:
             if k not in allowed:
-                raise self.fail(f"{path}.{k}" if path else k, f"one of the keys {', '.join(allowed)} (unknown key)")
+                raise self.fail(f"{path}.{_key(k)}" if path else _key(k), f"one of the keys {', '.join(allowed)} (unknown key)")
         return value
 
     def get(self, doc: dict[str, Any], key: str, path: str, convert: Callable[[object], Any], default: Any) -> Any:
@@ -137,6 +139,11 @@ class _Reader:
             return convert(doc[key])
         except ValueError as e:
             raise ScenarioError(f"{self.source}: {f'{path}.{key}' if path else key}: {e}") from None
+
+
+def _key(key: str) -> str:
+    """A key as TOML would spell it: bare when it can be, quoted (and escaped, so one line) when not."""
+    return key if _BARE_KEY.match(key) else repr(key)
 
 
 def _duration(value: object) -> int:
@@ -199,7 +206,7 @@ def _fraction(value: object) -> float:
 
 
 def _rate(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
         raise ValueError(f"expected a non-negative number of faults per virtual minute, got {value!r}")
     return float(value)
 
@@ -240,7 +247,7 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
     r = _Reader(source)
     for key in doc:
         if key not in _TOP_KEYS:
-            raise r.fail(key, f"one of the top-level keys {', '.join(_TOP_KEYS)} (unknown key)")
+            raise r.fail(_key(key), f"one of the top-level keys {', '.join(_TOP_KEYS)} (unknown key)")
     d = Scenario()
 
     t = r.table(doc, "run", "run", ("duration", "quiet", "drain_limit"))
@@ -258,7 +265,7 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
             raise r.fail("model.limits", "a table of limit names to capacities, such as { db = 2 }", raw)
         for name, cap in raw.items():
             if not _is_int(cap) or cap < 1:
-                raise r.fail(f"model.limits.{name}", "an integer >= 1", cap)
+                raise r.fail(f"model.limits.{_key(name)}", "an integer >= 1", cap)
         limits = tuple(sorted(raw.items()))
     model = ModelConfig(
         limits=limits,
@@ -319,9 +326,17 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
                 parsed.append(step_from_mapping(raw, default_id=i + 1))
             except ValueError as e:
                 raise ScenarioError(f"{source}: steps[{i}].{e}") from None
-        ids = [s.id for s in parsed]
-        if len(set(ids)) != len(ids):
-            raise r.fail("steps", "steps with distinct ids")
+        seen: set[int] = set()
+        for i, step in enumerate(parsed):
+            if step.id in seen:
+                raise r.fail(f"steps[{i}].id", "an id no other step has", step.id)
+            seen.add(step.id)
+            limit = step.arg("limit")
+            if limit is not None and limit not in dict(limits):
+                raise r.fail(f"steps[{i}].limit", f"one of the model's limits ({', '.join(n for n, _ in limits)})", limit)
+            slots = step.arg("slots")
+            if slots is not None and slots > dict(limits)[limit or workload.limit]:  # type: ignore[operator]
+                raise r.fail(f"steps[{i}].slots", f"at most the limit's capacity ({dict(limits)[limit or workload.limit]})", slots)
         steps = sort_steps(parsed)
 
     return Scenario(
@@ -342,14 +357,14 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
 def load_scenario(path: str | Path | None = None) -> Scenario:
     """Load and validate a scenario file; ``None`` loads the embedded default."""
     if path is None:
-        text = resources.files("dst").joinpath("scenarios/default.toml").read_text()
+        text = resources.files("dst").joinpath("scenarios/default.toml").read_text(encoding="utf-8")
         return parse_scenario(tomllib.loads(text), EMBEDDED)
     source = str(path)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ScenarioError(f"{source}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(f"{source}: cannot read the file ({type(e).__name__})") from None
     try:
         doc = tomllib.loads(text)

@@ -34,7 +34,8 @@ Message = tuple[str, str, int, object]
 
 
 class Network:
-    __slots__ = ("kernel", "rng", "lo", "span", "loss", "duplicate", "trace", "endpoints", "partitioned", "_server")
+    __slots__ = ("kernel", "rng", "lo", "span", "loss", "duplicate", "trace", "endpoints", "partitioned", "_server",
+                 "_loss_below", "_duplicate_below")
 
     def __init__(self, kernel: Kernel, rng: Keyed, *, latency: tuple[int, int], loss: float, duplicate: float,
                  trace: list, server: str) -> None:
@@ -43,6 +44,9 @@ class Network:
         self.lo, self.span = latency[0], latency[1] - latency[0] + 1
         self.loss = loss
         self.duplicate = duplicate
+        # One 64-bit draw per message: its low bits give the delay, two 24-bit fields decide loss and duplication.
+        self._loss_below = int(loss * (1 << 24))
+        self._duplicate_below = int(duplicate * (1 << 24))
         self.trace = trace
         self.endpoints: dict[str, Callable[[Message], object]] = {}
         self.partitioned: dict[str, int] = {}  # client -> virtual time the partition heals
@@ -65,18 +69,18 @@ class Network:
 
     def send(self, message: Message) -> None:
         src, dst, key, payload = message
-        rng = self.rng
-        if self.cut(src, dst):
-            self.trace.append((self.kernel.now, "net", "cut", f"{src}->{dst} {key_name(key)}"))
-            return
-        if self.loss and rng.chance(self.loss, key, 0x10):
-            self.trace.append((self.kernel.now, "net", "lost", f"{src}->{dst} {key_name(key)}"))
-            return
         kernel = self.kernel
-        kernel.after(self.lo + rng.bits(key, 0) % self.span, self._deliver, message)
-        if self.duplicate and rng.chance(self.duplicate, key, 0x11):
+        if self.partitioned and self.cut(src, dst):
+            self.trace.append((kernel.now, "net", "cut", f"{src}->{dst} {key_name(key)}"))
+            return
+        r = self.rng.bits(key)
+        if (r >> 40) < self._loss_below:
+            self.trace.append((kernel.now, "net", "lost", f"{src}->{dst} {key_name(key)}"))
+            return
+        kernel.after(self.lo + r % self.span, self._deliver, message)
+        if ((r >> 16) & 0xFFFFFF) < self._duplicate_below:
             self.trace.append((kernel.now, "net", "duplicated", f"{src}->{dst} {key_name(key)}"))
-            kernel.after(self.lo + rng.bits(key, 1) % self.span, self._deliver, message)
+            kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
 
     def _deliver(self, message: Message) -> None:
         if self.partitioned and self.cut(message[0], message[1]):
