@@ -96,7 +96,7 @@ class Simulation:
         limits = dict(model.limits)
         self.kernel = kernel = Kernel()
         self.trace: list[Event] = []
-        slack = scenario.network.latency[1] + 4 * model.store_latency[1]
+        slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * model.store_latency[1]
         self.ghost = ghost = Ghost(None, kernel, limits, scenario.invariants,  # type: ignore[arg-type]
                                    check_lease_on_write=model.resource_contract == "token-and-lease",
                                    reclaim_within=model.ttl + model.reaper_interval + slack)
@@ -104,6 +104,7 @@ class Simulation:
         ghost.view = reference.store
         self.network = network = Network(kernel, streams.keyed("network"), latency=scenario.network.latency,
                                          loss=scenario.network.loss, duplicate=scenario.network.duplicate,
+                                         delay=scenario.network.delay, delay_by=scenario.network.delay_by,
                                          trace=self.trace, server=SERVER)
         self.server = ServerHost(kernel, reference.service, network, self.trace, ghost, streams.keyed("scheduling"),
                                  store_latency=model.store_latency, background_interval=model.reaper_interval)

@@ -74,6 +74,8 @@ class NetworkConfig:
     latency: Range = (1, 50)
     loss: float = 0.01
     duplicate: float = 0.01
+    delay: float = 0.01
+    delay_by: Range = (1_000, 20_000)
 
 
 @attrs.frozen
@@ -295,11 +297,13 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
     if workload.slots > dict(limits)[workload.limit]:
         raise r.fail("workload.slots", f"at most the capacity of limit {workload.limit!r} ({dict(limits)[workload.limit]})", workload.slots)
 
-    t = r.table(doc, "network", "network", ("latency", "loss", "duplicate"))
+    t = r.table(doc, "network", "network", ("latency", "loss", "duplicate", "delay", "delay_by"))
     network = NetworkConfig(
         latency=r.get(t, "latency", "network", _range, d.network.latency),
         loss=r.get(t, "loss", "network", _probability, d.network.loss),
         duplicate=r.get(t, "duplicate", "network", _probability, d.network.duplicate),
+        delay=r.get(t, "delay", "network", _probability, d.network.delay),
+        delay_by=r.get(t, "delay_by", "network", _range, d.network.delay_by),
     )
 
     kinds = tuple(f.name for f in attrs.fields(FaultsConfig))

@@ -72,10 +72,12 @@ class LeaseClient:
             left = chunk
             while left > 0:
                 if clock.now >= renew_at:
+                    # Renewal is the authority's word on the lease, so a holder that wakes late asks it first.
                     response, sent = yield from self._call(Renew(lease, self.name), cfg.renew_attempts)
                     if isinstance(response, Renewed):
                         deadline, renew_at = sent + cfg.ttl, sent + renew_every
-                    elif self.bugs.continue_after_lost_renewal:
+                        continue  # a reply that came back late may already be due again
+                    if self.bugs.continue_after_lost_renewal:
                         # wrong: keep working after renewal failed (Prefect concurrency/_leases.py:
                         # "Execution will continue, but concurrency limits may be exceeded")
                         deadline = renew_at = _NEVER

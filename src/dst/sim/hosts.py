@@ -153,6 +153,7 @@ class ClientHost:
         wait, value = arg
         if wait != self.wait:
             return  # stale: answered, timed out, or the incarnation is gone
+        self.pending = -1  # whatever woke the job, a response that comes later is too late
         if self.paused_until > self.kernel.now:
             self.stash = value
             self.wait += 1
@@ -177,6 +178,8 @@ class ClientHost:
         op = command[0]
         if op == WORK:
             lease, ms = command[1], command[2]
+            if ms <= 0:
+                raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")
             self.working = lease
             self.work_end = kernel.now + ms
             self.ghost.work_started(self.name, lease)

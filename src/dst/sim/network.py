@@ -14,6 +14,7 @@ from typing import Callable
 
 from .kernel import Kernel
 from .rng import Keyed
+from .trace import format_time
 
 RESPONSE = 1 << 63
 _N_BITS = 20
@@ -35,18 +36,21 @@ Message = tuple[str, str, int, object]
 
 class Network:
     __slots__ = ("kernel", "rng", "lo", "span", "loss", "duplicate", "trace", "endpoints", "partitioned", "_server",
-                 "_loss_below", "_duplicate_below")
+                 "_loss_below", "_duplicate_below", "_delay_below", "_delay_lo", "_delay_span")
 
     def __init__(self, kernel: Kernel, rng: Keyed, *, latency: tuple[int, int], loss: float, duplicate: float,
-                 trace: list, server: str) -> None:
+                 delay: float, delay_by: tuple[int, int], trace: list, server: str) -> None:
         self.kernel = kernel
         self.rng = rng
         self.lo, self.span = latency[0], latency[1] - latency[0] + 1
         self.loss = loss
         self.duplicate = duplicate
-        # One 64-bit draw per message: its low bits give the delay, two 24-bit fields decide loss and duplication.
-        self._loss_below = int(loss * (1 << 24))
-        self._duplicate_below = int(duplicate * (1 << 24))
+        # One 64-bit draw per message: it gives the latency, and three 16-bit fields decide loss,
+        # duplication and a long delay (a request that outlives its sender's timeout).
+        self._loss_below = int(loss * (1 << 16))
+        self._duplicate_below = int(duplicate * (1 << 16))
+        self._delay_below = int(delay * (1 << 16))
+        self._delay_lo, self._delay_span = delay_by[0], delay_by[1] - delay_by[0] + 1
         self.trace = trace
         self.endpoints: dict[str, Callable[[Message], object]] = {}
         self.partitioned: dict[str, int] = {}  # client -> virtual time the partition heals
@@ -74,11 +78,15 @@ class Network:
             self.trace.append((kernel.now, "net", "cut", f"{src}->{dst} {key_name(key)}"))
             return
         r = self.rng.bits(key)
-        if (r >> 40) < self._loss_below:
+        if (r >> 48) < self._loss_below:
             self.trace.append((kernel.now, "net", "lost", f"{src}->{dst} {key_name(key)}"))
             return
-        kernel.after(self.lo + r % self.span, self._deliver, message)
-        if ((r >> 16) & 0xFFFFFF) < self._duplicate_below:
+        latency = self.lo + r % self.span
+        if ((r >> 32) & 0xFFFF) < self._delay_below:
+            latency += self._delay_lo + self.rng.bits(key, 2) % self._delay_span
+            self.trace.append((kernel.now, "net", "delayed", f"{src}->{dst} {key_name(key)} by {format_time(latency)}"))
+        kernel.after(latency, self._deliver, message)
+        if ((r >> 16) & 0xFFFF) < self._duplicate_below:
             self.trace.append((kernel.now, "net", "duplicated", f"{src}->{dst} {key_name(key)}"))
             kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
 
