@@ -9,7 +9,8 @@ only that; nothing rescans all state.
 
 ==================  ===========================================================
 slot-accounting     a limit's stored count equals the slots owned by its live leases
-capacity            the slots owned by live leases never exceed the limit
+capacity            the slots owned by leases the authority recognises (stored and
+                    unexpired) never exceed the limit
 no-foreign-release  a release or reap returns only slots the lease it names owns
 fenced-writes       no accepted write has a token below one accepted before (and,
                     under the token-and-lease contract, none from a lease the
@@ -61,6 +62,7 @@ class Ghost:
         self.owned: dict[int, int] = {}  # lease -> slots it took and has not given back
         self.limit_of: dict[int, str] = {}  # lease -> its limit
         self.live: dict[int, str] = {}  # leases the store has -> holder
+        self.live_in: dict[str, dict[int, None]] = {name: {} for name in limits}  # limit -> its stored leases
         self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
         self.working: dict[str, int] = {}  # client -> lease it works under right now
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
@@ -86,9 +88,11 @@ class Ghost:
         if have < n:
             if self.on_foreign:
                 self.checks += 1
-                named = "no lease" if lease is None else f"L{lease}"
-                self.fail("no-foreign-release", f"a release naming {named} gave back {n} slot(s) of {limit!r}, "
-                          f"but {named} owned {have}: the slot belonged to another holder")
+                if lease is None:
+                    self.fail("no-foreign-release", f"a release naming no lease gave back {n} slot(s) of {limit!r}: "
+                              f"they belonged to another holder")
+                self.fail("no-foreign-release", f"a release naming L{lease} gave back {n} slot(s) of {limit!r}, "
+                          f"but L{lease} owned {have}: the slot belonged to another holder")
             n = have  # with the check off, keep the ghost's books as they were
         if lease is not None and n:
             self.owned[lease] = have - n
@@ -99,12 +103,17 @@ class Ghost:
     def lease_stored(self, lease: int, holder: str, limit: str) -> None:
         self.live[lease] = holder
         self.limit_of.setdefault(lease, limit)
+        self.live_in[limit][lease] = None
         self.live_owned[self.limit_of[lease]] += self.owned.get(lease, 0)
         self._dirty.append(limit)
+
+    def lease_renewed(self, lease: int, limit: str) -> None:
+        self._dirty.append(limit)  # a renewal can make a lease count again
 
     def lease_removed(self, lease: int) -> None:
         holder = self.live.pop(lease)
         limit = self.limit_of[lease]
+        del self.live_in[limit][lease]
         self.live_owned[limit] -= self.owned.get(lease, 0)
         self._dirty.append(limit)
         if self.working.get(holder) == lease:
@@ -185,9 +194,10 @@ class Ghost:
                                   f"{live_owned[limit]} slot(s){self._owners(limit)}")
                 if self.on_capacity:
                     self.checks += 1
-                    if live_owned[limit] > self.limits[limit]:
-                        self.fail("capacity", f"live leases own {live_owned[limit]} slot(s) of {limit!r}, "
-                                  f"capacity {self.limits[limit]}{self._owners(limit)}")
+                    held = self._recognised_slots(limit)
+                    if held > self.limits[limit]:
+                        self.fail("capacity", f"leases the authority recognises hold {held} slot(s) of {limit!r}, "
+                                  f"capacity {self.limits[limit]}{self._owners(limit, recognised_only=True)}")
         if self._removed_while_working:
             removed = self._removed_while_working
             self._removed_while_working = []
@@ -237,7 +247,14 @@ class Ghost:
             return f"L{lease} is gone"
         return f"L{lease} expired at t={expiry}" if expiry <= self.kernel.now else f"L{lease} valid until t={expiry}"
 
-    def _owners(self, limit: str) -> str:
+    def _recognised_slots(self, limit: str) -> int:
+        """Slots owned by the limit's stored, unexpired leases: O(leases of this limit), a handful."""
+        now, expiry, owned = self.kernel.now, self.view.expiry, self.owned
+        return sum(owned.get(lease, 0) for lease in self.live_in[limit] if (expiry(lease) or 0) > now)
+
+    def _owners(self, limit: str, recognised_only: bool = False) -> str:
+        now = self.kernel.now
         parts = [f"L{lease}({self.live.get(lease, 'gone')})={n}" for lease, n in sorted(self.owned.items())
-                 if n and self.limit_of.get(lease) == limit]
+                 if n and self.limit_of.get(lease) == limit
+                 and (not recognised_only or (self.view.expiry(lease) or 0) > now)]
         return f"; owners: {', '.join(parts)}" if parts else ""

@@ -11,13 +11,18 @@ from typing import Iterable
 
 # slug -> the invariant the catalogue says it breaks first. Only slugs the model implements.
 CATALOGUE: dict[str, str] = {
+    "anonymous-release": "no-foreign-release",
     "volatile-leases": "slot-accounting",
     "double-release": "no-foreign-release",
     "stale-check-increment": "capacity",
     "unfenced-resource": "fenced-writes",
+    "volatile-fence-counter": "fenced-writes",
+    "unchecked-release": "no-foreign-release",
     "immortal-lease": "stranded-slot",
+    "renew-expired-lease": "capacity",
     "fallback-release": "no-foreign-release",
     "continue-after-lost-renewal": "single-executor",
+    "expiry-boundary": "capacity",
 }
 
 KNOWN_BUGS: tuple[str, ...] = tuple(CATALOGUE)

@@ -71,6 +71,41 @@ class Release:
 
 
 @attrs.frozen
+class Exit:
+    """A run that holds no lease leaves its active state (it was never admitted, or gave up waiting)."""
+
+    limit: str
+    slots: int
+    holder: str
+
+    def describe(self) -> str:
+        return f"exit {self.limit} (no lease)"
+
+
+@attrs.frozen
+class Owner:
+    """Which lease occupies a seat: the read half of a read-then-delete release."""
+
+    limit: str
+    seat: int
+
+    def describe(self) -> str:
+        return f"owner? {self.limit}/{self.seat}"
+
+
+@attrs.frozen
+class Evict:
+    """Delete whatever lease occupies a seat, by key, on behalf of the lease named."""
+
+    limit: str
+    seat: int
+    lease: int
+
+    def describe(self) -> str:
+        return f"evict {self.limit}/{self.seat} for L{self.lease}"
+
+
+@attrs.frozen
 class Write:
     """A protected write to one seat of a limit (the resource fences each seat on its own)."""
 
@@ -84,7 +119,7 @@ class Write:
         return f"write {self.limit}/{self.seat} token={self.token} L{self.lease}"
 
 
-Request = Acquire | Renew | Release | Write
+Request = Acquire | Renew | Release | Exit | Owner | Evict | Write
 
 
 # --- responses ----------------------------------------------------------------------------------
@@ -127,6 +162,14 @@ class Refused:
 
 
 @attrs.frozen
+class Occupant:
+    lease: int | None
+
+    def describe(self) -> str:
+        return f"occupied by L{self.lease}" if self.lease is not None else "free"
+
+
+@attrs.frozen
 class Done:
     what: str
 
@@ -134,7 +177,7 @@ class Done:
         return self.what
 
 
-Response = Granted | Denied | Renewed | Refused | Done
+Response = Granted | Denied | Renewed | Refused | Occupant | Done
 
 
 # --- the interfaces -----------------------------------------------------------------------------
@@ -150,6 +193,8 @@ class Observer(Protocol):
     def lease_stored(self, lease: int, holder: str, limit: str) -> None: ...
 
     def lease_removed(self, lease: int) -> None: ...
+
+    def lease_renewed(self, lease: int, limit: str) -> None: ...
 
     def write_accepted(self, request: Write) -> None: ...
 

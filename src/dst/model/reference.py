@@ -21,8 +21,12 @@ class ReferenceModel:
 
     def __init__(self, model: Any, workload: Any, bugs: Bugs, observer: Observer, clock: Clock) -> None:
         limits = dict(model.limits)
-        # wrong (volatile-leases): leases in process memory, counts in the durable store (Prefect PR #20090).
-        self.store = Store(limits, observer, durable_leases=not bugs.volatile_leases)
+        self.store = Store(limits, observer,
+                           # wrong (volatile-leases): leases in process memory, counts durable (Prefect PR #20090)
+                           durable_leases=not bugs.volatile_leases,
+                           # wrong (volatile-fence-counter): the token counter, and the high-water mark kept
+                           # beside it, reset on restart (docket's generation inside the hash it guards)
+                           durable_fence=not bugs.volatile_fence_counter)
         self.service = LeaseService(self.store, clock, limits=limits, ttl=model.ttl, retry_after=model.retry_after,
                                     bugs=bugs)
         self.resource = FencedResource(self.store, clock, observer,

@@ -22,20 +22,20 @@ class FencedResource:
         self.observer = observer
         self.check_lease = check_lease
         self.bugs = bugs
-        self.highest: dict[tuple[str, int], int] = {}  # (limit, seat) -> highest token accepted (durable)
 
     def write(self, req: Write) -> Response:
         if self.bugs.unfenced_resource:
             # wrong: the resource checks no token (Kleppmann's fencing argument; etcd docs; seed 004)
             self.observer.write_accepted(req)
             return Done("accepted")
-        highest = self.highest.get((req.limit, req.seat), 0)
+        table = self.authority.highest  # the highest token accepted per seat, kept with the token counter
+        highest = table.get((req.limit, req.seat), 0)
         if req.token < highest:
             return Refused(f"stale token {req.token} < {highest}")
         if self.check_lease:
             lease = self.authority.get_lease(req.lease)
             if lease is None or lease.holder != req.holder or lease.expiry <= self.clock.now:
                 return Refused("lease not valid")
-        self.highest[(req.limit, req.seat)] = req.token
+        table[(req.limit, req.seat)] = req.token
         self.observer.write_accepted(req)
         return Done("accepted")

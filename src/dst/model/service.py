@@ -3,7 +3,10 @@
 Seed 000 ("lease design details", "slot counts and owners"), seed 001 and seed 004:
 
 * acquire is one atomic check-and-increment that also stores the lease and takes
-  a fencing token from a durable counter, or a denial with a retry-after;
+  a fencing token from a durable counter, or a denial with a retry-after; slots
+  of leases that have expired but not yet been reaped count as free (lazy expiry),
+  since no holder may act on them any more;
+* a lease is expired when ``expiry <= now``, in every place that asks;
 * renew extends only the current, unexpired lease, and only for its holder;
 * release is revoke-as-claim: only the release whose delete removed the lease
   gives its slots back, in the same transaction;
@@ -20,7 +23,8 @@ from __future__ import annotations
 from typing import Generator, Protocol
 
 from .bugs import Bugs
-from .interface import Acquire, Denied, Done, Granted, Handler, Refused, Release, Renew, Renewed, Request
+from .interface import (Acquire, Denied, Done, Evict, Exit, Granted, Handler, Occupant, Owner, Refused, Release, Renew,
+                        Renewed, Request)
 from .store import Lease, Store
 
 # Keys for background handlers' draws live above every client message key.
@@ -51,24 +55,22 @@ class LeaseService:
     # --- requests ---------------------------------------------------------------------------
 
     def handle(self, request: Request) -> Handler:
-        if isinstance(request, Acquire):
-            return self._acquire(request)
-        if isinstance(request, Renew):
-            return self._renew(request)
-        if isinstance(request, Release):
-            return self._release(request)
-        raise TypeError(f"the lease service does not handle {request!r}")
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            raise TypeError(f"the lease service does not handle {request!r}")
+        return handler(self, request)
 
     def _acquire(self, req: Acquire) -> Handler:
         yield
         store = self.store
-        seen = store.counts[req.limit]
+        in_use = store.counts[req.limit] - store.expired_slots(req.limit, self.clock.now)
         if self.bugs.stale_check_increment:
             yield  # wrong: the capacity check used a read from an earlier transaction (seed 001; Prefect #20520)
-        if seen + req.slots > self.limits[req.limit]:
+        if in_use + req.slots > self.limits[req.limit]:
             return Denied(self.retry_after)
-        lease = Lease(store.new_lease_id(), req.holder, req.limit, req.slots, self.clock.now + self.ttl,
-                      store.next_fence(), store.free_seat(req.limit))
+        now = self.clock.now
+        lease = Lease(store.new_lease_id(), req.holder, req.limit, req.slots, now + self.ttl,
+                      store.next_fence(), store.free_seat(req.limit, now))
         store.take_slots(req.limit, req.slots, lease.id)
         store.put_lease(lease)
         return Granted(lease.id, lease.expiry, lease.token, lease.seat)
@@ -79,7 +81,12 @@ class LeaseService:
         lease = self.store.get_lease(req.lease)
         if lease is None or lease.holder != req.holder:
             return Refused("no such lease")
-        if lease.expiry <= now:
+        if self.bugs.renew_expired_lease:
+            pass  # wrong: renew checks only that the lease exists, not that it is unexpired (Prefect #22983)
+        elif self.bugs.expiry_boundary:
+            if lease.expiry < now:  # wrong: here expiry == now still counts as live; admission says expired
+                return Refused("expired")
+        elif lease.expiry <= now:
             return Refused("expired")
         self.store.set_expiry(lease, now + self.ttl)
         return Renewed(lease.expiry)
@@ -98,6 +105,29 @@ class LeaseService:
             return Refused("no such lease")
         return Done("released")
 
+    def _exit(self, req: Exit) -> Handler:
+        yield
+        if self.bugs.anonymous_release:
+            # wrong: any exit from an active state decrements the limit by name, slot or no slot
+            # (Prefect POST /decrement; PR #19845; docket #223)
+            self.store.return_slots(req.limit, req.slots, None)
+            return Done("decremented")
+        return Done("held nothing")
+
+    def _owner(self, req: Owner) -> Handler:
+        yield
+        return Occupant(self.store.occupant(req.limit, req.seat))
+
+    def _evict(self, req: Evict) -> Handler:
+        """Delete by key: whatever occupies the seat goes (Redis DEL; only safe behind a compare in one step)."""
+        yield
+        store = self.store
+        found = store.occupant(req.limit, req.seat)
+        lease = None if found is None else store.drop_lease(found)
+        if lease is None:
+            return Refused("seat is free")
+        store.return_slots(lease.limit, lease.slots, req.lease)
+        return Done("evicted")
     def _revoke(self, lease: Lease) -> Generator[None, None, bool]:
         """Remove the lease and give its slots back; True if this call did it (the claim)."""
         store = self.store
@@ -138,3 +168,5 @@ class LeaseService:
 
     def boot(self) -> Handler | None:
         return None
+
+    _handlers = {Acquire: _acquire, Renew: _renew, Release: _release, Exit: _exit, Owner: _owner, Evict: _evict}

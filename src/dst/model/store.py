@@ -1,8 +1,10 @@
 """The reference model's store: what survives a restart, and what does not.
 
-Durable: the slot counts, the fencing counter, the lease-id counter and (unless the
-model keeps them in memory) the leases with their expiry index. Memory: whatever
-the process keeps for itself. :meth:`Store.lose_memory` is a process restart.
+Durable: the slot counts, the lease-id counter and, unless the model keeps them in
+process memory, the leases with their expiry index and the fencing state (the token
+counter and the resource's highest accepted token per seat, kept together as one
+table, the way docket keeps a generation in the hash it guards).
+:meth:`Store.lose_memory` is a process restart.
 
 Every change to counts and leases is reported to the observer as it happens, with
 the lease it is attributed to: a slot count can only move on behalf of a named lease
@@ -40,15 +42,19 @@ class _LeaseTable:
 
 
 class Store:
-    __slots__ = ("observer", "counts", "fence", "lease_seq", "_durable_leases", "_leases")
+    __slots__ = ("observer", "counts", "lease_seq", "fence", "highest", "_durable_leases", "_durable_fence",
+                 "_leases")
 
-    def __init__(self, limits: dict[str, int], observer: Observer, *, durable_leases: bool = True) -> None:
+    def __init__(self, limits: dict[str, int], observer: Observer, *, durable_leases: bool = True,
+                 durable_fence: bool = True) -> None:
         self.observer = observer
         self.counts: dict[str, int] = {name: 0 for name in sorted(limits)}  # durable
-        self.fence = 0  # durable
         self.lease_seq = 0  # durable
         self._durable_leases = durable_leases
+        self._durable_fence = durable_fence
         self._leases = _LeaseTable()  # durable or process memory, per the model
+        self.fence = 0  # the last fencing token issued
+        self.highest: dict[tuple[str, int], int] = {}  # (limit, seat) -> highest token the resource accepted
 
     # --- restarts ---------------------------------------------------------------------------
 
@@ -58,6 +64,9 @@ class Store:
             for lease_id in sorted(self._leases.rows):
                 self.observer.lease_removed(lease_id)
             self._leases = _LeaseTable()
+        if not self._durable_fence:
+            self.fence = 0
+            self.highest = {}
 
     # --- counts -----------------------------------------------------------------------------
 
@@ -79,12 +88,17 @@ class Store:
         self.fence += 1
         return self.fence
 
-    def free_seat(self, limit: str) -> int:
-        """The lowest seat of ``limit`` no lease occupies."""
-        seats, seat = self._leases.seats, 0
-        while (limit, seat) in seats:
+    def free_seat(self, limit: str, now: int) -> int:
+        """The lowest seat of ``limit`` that no unexpired lease occupies (a successor takes over an
+        expired holder's seat, so the resource's fence for that seat stops the old holder)."""
+        table, seat = self._leases, 0
+        while (occupant := table.seats.get((limit, seat))) is not None and table.rows[occupant].expiry > now:
             seat += 1
         return seat
+
+    def occupant(self, limit: str, seat: int) -> int | None:
+        """The id of the lease occupying a seat, if any."""
+        return self._leases.seats.get((limit, seat))
 
     def get_lease(self, lease_id: int) -> Lease | None:
         return self._leases.rows.get(lease_id)
@@ -101,6 +115,7 @@ class Store:
         index.remove((lease.expiry, lease.id))
         lease.expiry = expiry
         index.add((expiry, lease.id))
+        self.observer.lease_renewed(lease.id, lease.limit)
 
     def drop_lease(self, lease_id: int) -> Lease | None:
         """Delete the lease; returns it if this call removed it (the claim), else None."""
@@ -116,6 +131,11 @@ class Store:
     def expired(self, now: int) -> list[int]:
         """Ids of leases whose expiry is at or before ``now``, oldest first."""
         return [lease_id for _, lease_id in self._leases.by_expiry.irange(maximum=(now, float("inf")))]
+
+    def expired_slots(self, limit: str, now: int) -> int:
+        """Slots of ``limit`` held by leases expired at ``now`` that nobody has revoked yet."""
+        rows = self._leases.rows
+        return sum(rows[i].slots for i in self.expired(now) if rows[i].limit == limit)
 
     # --- the read-only view for invariants ----------------------------------------------------
 
@@ -134,3 +154,4 @@ class Store:
         table = self._leases
         assert sorted((l.expiry, l.id) for l in table.rows.values()) == list(table.by_expiry)
         assert all(table.rows[i].seat == seat and table.rows[i].limit == limit for (limit, seat), i in table.seats.items())
+        assert all(table.seats.get((l.limit, l.seat)) is not None for l in table.rows.values())
