@@ -37,6 +37,7 @@ class RunConfig:
     duration: int = 600_000
     quiet: int = 120_000
     drain_limit: int = 600_000
+    granularity: int = 1  # generated times and durations are whole multiples of this (ms)
 
 
 @attrs.frozen
@@ -252,11 +253,12 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
             raise r.fail(_key(key), f"one of the top-level keys {', '.join(_TOP_KEYS)} (unknown key)")
     d = Scenario()
 
-    t = r.table(doc, "run", "run", ("duration", "quiet", "drain_limit"))
+    t = r.table(doc, "run", "run", ("duration", "quiet", "drain_limit", "granularity"))
     run = RunConfig(
         duration=r.get(t, "duration", "run", _positive_duration, d.run.duration),
         quiet=r.get(t, "quiet", "run", _duration, d.run.quiet),
         drain_limit=r.get(t, "drain_limit", "run", _duration, d.run.drain_limit),
+        granularity=r.get(t, "granularity", "run", _positive_duration, d.run.granularity),
     )
 
     t = r.table(doc, "model", "model", tuple(f.name for f in attrs.fields(ModelConfig)))

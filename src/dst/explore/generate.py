@@ -8,6 +8,8 @@ rate (per virtual minute) and pick their target from the fault kind's own stream
 
 from __future__ import annotations
 
+import random
+
 from ..plan import Step, make_step, sort_steps
 from ..scenario import Scenario
 from ..sim.rng import Streams
@@ -16,19 +18,24 @@ _MINUTE = 60_000
 
 
 def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
-    wl, duration = scenario.workload, scenario.run.duration
+    wl, duration, grain = scenario.workload, scenario.run.duration, scenario.run.granularity
     raw: list[tuple[int, str, str, dict[str, object]]] = []
+
+    def pick(rnd: random.Random, bounds: tuple[int, int]) -> int:
+        """A duration in ``bounds``, in whole multiples of the scenario's granularity."""
+        value = rnd.randint(*bounds)
+        return max(value - value % grain, bounds[0])
 
     for c in range(1, wl.clients + 1):
         rnd = streams.sequence("workload", c)
-        t = rnd.randint(*wl.think)
+        t = pick(rnd, wl.think)
         for _ in range(wl.jobs):
             if t >= duration:
                 break
-            work = rnd.randint(*wl.work)
+            work = pick(rnd, wl.work)
             raw.append((t, f"c{c}", "acquire", {"limit": wl.limit, "slots": wl.slots, "work": work,
                                                  "writes": rnd.randint(*wl.writes)}))
-            t += work + rnd.randint(*wl.think)
+            t += work + pick(rnd, wl.think)
 
     for kind, fault in scenario.faults.kinds():
         if fault.rate <= 0:
@@ -39,15 +46,16 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
             t += rnd.expovariate(fault.rate / _MINUTE)
             if t >= duration:
                 break
-            length = rnd.randint(*fault.duration)
+            at = int(t) - int(t) % grain
+            length = pick(rnd, fault.duration)
             if kind == "server_restart":
-                raw.append((int(t), "server", "restart", {"down": length}))
+                raw.append((at, "server", "restart", {"down": length}))
                 continue
             actor = f"c{rnd.randint(1, wl.clients)}"
             if kind in ("pause", "partition"):
-                raw.append((int(t), actor, kind, {"for": length}))
+                raw.append((at, actor, kind, {"for": length}))
             else:
-                raw.append((int(t), actor, kind, {}))
+                raw.append((at, actor, kind, {}))
 
     # Ids in time order; ties by actor and action so the numbering is a pure function of the draws.
     raw.sort(key=lambda r: (r[0], r[1], r[2]))

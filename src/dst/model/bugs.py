@@ -9,20 +9,21 @@ from __future__ import annotations
 
 from typing import Iterable
 
-# slug -> the invariant the catalogue says it breaks first. Only slugs the model implements.
-CATALOGUE: dict[str, str] = {
-    "anonymous-release": "no-foreign-release",
-    "volatile-leases": "slot-accounting",
-    "double-release": "no-foreign-release",
-    "stale-check-increment": "capacity",
-    "unfenced-resource": "fenced-writes",
-    "volatile-fence-counter": "fenced-writes",
-    "unchecked-release": "no-foreign-release",
-    "immortal-lease": "stranded-slot",
-    "renew-expired-lease": "capacity",
-    "fallback-release": "no-foreign-release",
-    "continue-after-lost-renewal": "single-executor",
-    "expiry-boundary": "capacity",
+# slug -> the invariants the catalogue says it breaks, the one it breaks first leading.
+# Only slugs the model implements.
+CATALOGUE: dict[str, tuple[str, ...]] = {
+    "anonymous-release": ("no-foreign-release", "slot-accounting", "capacity"),
+    "volatile-leases": ("slot-accounting", "stranded-slot"),
+    "double-release": ("no-foreign-release", "capacity"),
+    "stale-check-increment": ("capacity", "slot-accounting"),
+    "unfenced-resource": ("fenced-writes",),
+    "volatile-fence-counter": ("fenced-writes",),
+    "unchecked-release": ("no-foreign-release", "capacity"),
+    "immortal-lease": ("stranded-slot",),
+    "renew-expired-lease": ("capacity", "single-executor"),
+    "fallback-release": ("no-foreign-release",),
+    "continue-after-lost-renewal": ("single-executor",),
+    "expiry-boundary": ("capacity", "slot-accounting"),
 }
 
 KNOWN_BUGS: tuple[str, ...] = tuple(CATALOGUE)

@@ -282,7 +282,9 @@ class ServerHost:
             return
         self.ghost.settle()
         task[2] += 1
-        self.kernel.after(self.lo + self.rng.bits(task[1], task[2]) % self.span, self._step, task)
+        # One draw decides both the round trip's latency and, among steps due at the same instant, the order.
+        r = self.rng.bits(task[1], task[2])
+        self.kernel.after_ranked(self.lo + r % self.span, r >> 44, self._step, task)
 
     def _tick(self, epoch: int) -> None:
         if epoch != self.epoch:

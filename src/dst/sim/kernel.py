@@ -41,6 +41,13 @@ class Kernel:
         heappush(self._queue, (self.now + delay, seq, fn, arg))
         return seq
 
+    def after_ranked(self, delay: int, rank: int, fn: Callable[[Any], object], arg: Any = None) -> int:
+        """Like :meth:`after`, but among events due at the same time this one runs after every unranked
+        event and in ``rank`` order (0 <= rank < 2**20) among ranked ones: a seeded choice of who goes first."""
+        seq = (rank << 40) | next(self._counter)
+        heappush(self._queue, (self.now + delay, seq, fn, arg))
+        return seq
+
     def cancel(self, handle: int) -> None:
         self._cancelled.add(handle)
 
