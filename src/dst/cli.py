@@ -1,7 +1,8 @@
 """``dst`` subcommands: the only place that parses arguments and picks exit codes.
 
-Exit codes: 0 no violation, 1 a violation (or a run that did not replay
-identically under ``--check-determinism``), 2 a usage or input error.
+Exit codes: 0 no violation; 1 a violation (or, for ``run --check-determinism``, a run
+that did not replay identically; for ``selftest``, a bug missed or a false alarm);
+2 a usage or input error; 130 a campaign interrupted before it found anything.
 """
 
 from __future__ import annotations
@@ -9,20 +10,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
-from typing import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Sequence
 
 import attrs
 
 from . import __version__
+from .explore.fuzz import Shard, Tally, campaign, seeds
+from .explore.swarm import swarm
+from .model.bugs import CATALOGUE, KNOWN_BUGS
+from .plan import parse_duration
 from .runner import RunResult, run
-from .model.bugs import KNOWN_BUGS
 from .scenario import Scenario, ScenarioError, load_scenario
 from .sim.trace import first_difference, format_event
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class UsageError(Exception):
@@ -34,32 +40,95 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
-    return value
+# --- argument types ---------------------------------------------------------------------------------
 
+def _seed(text: str) -> int:
+    if not re.fullmatch(r"\d+", text):
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not re.fullmatch(r"\d+", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _seed_range(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+):(\d+)", text)
+    if not m or int(m.group(1)) >= int(m.group(2)):
+        raise argparse.ArgumentTypeError(f"expected A:B with A < B (seeds A up to B-1), got {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _shard(text: str) -> Shard:
+    m = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return Shard(int(m.group(1)), int(m.group(2)))
+
+
+def _seconds(text: str) -> float:
+    try:
+        ms = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if ms <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration above zero, got {text!r}")
+    return ms / 1000
+
+
+# --- the parser ---------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dst", description="Deterministic simulation testing for lease, lock, slot and deadline bookkeeping.")
+    parser = _Parser(prog="dst",
+                     description="Deterministic simulation testing for lease, lock, slot and deadline bookkeeping.")
     parser.add_argument("--version", action="version", version=f"dst {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
+    def scenario_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--scenario", metavar="FILE", help="a scenario TOML file (default: the embedded default)")
+        p.add_argument("--bug", action="append", default=[], metavar="SLUG",
+                       help="switch on a catalogue bug in the model (repeatable); adds to the scenario's bugs")
+
     p = sub.add_parser("run", help="run one seeded simulation of a scenario")
     p.add_argument("--seed", type=_seed, default=1, help="the seed (default 1)")
-    p.add_argument("--scenario", metavar="FILE", help="a scenario TOML file (default: the embedded default scenario)")
-    p.add_argument("--bug", action="append", default=[], metavar="SLUG",
-                   help="switch on a catalogue bug in the model (repeatable); adds to the scenario's bugs")
+    scenario_options(p)
+    p.add_argument("--swarm", action="store_true", help="let the seed pick which faults are on, as dst fuzz does")
     p.add_argument("--json", action="store_true", help="print one JSON object (identical bytes for identical runs)")
     p.add_argument("--trace", action="store_true", help="also print the whole trace (in --json: a 'trace' array)")
     p.add_argument("--check-determinism", action="store_true",
                    help="run again in a fresh process with another PYTHONHASHSEED and compare the traces")
     p.set_defaults(handler=_cmd_run)
+
+    p = sub.add_parser("fuzz", help="run many seeds and group the violations found")
+    scenario_options(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--seeds", type=_seed_range, metavar="A:B", help="seeds A to B-1")
+    which.add_argument("--count", type=_positive, metavar="N", help="seeds 1 to N")
+    p.add_argument("--time-budget", type=_seconds, metavar="DURATION", help="stop starting seeds after this, e.g. 90s")
+    p.add_argument("--shard", type=_shard, metavar="K/N", help="only the seeds s with s %% N == K-1 (CI job K of N)")
+    p.add_argument("--workers", type=_positive, default=os.cpu_count() or 1, metavar="N",
+                   help="parallel processes (default: the number of cores); results do not depend on it")
+    p.add_argument("--no-swarm", dest="swarm", action="store_false",
+                   help="run every seed with the scenario's faults as written (default: each seed picks them)")
+    p.add_argument("--stop-on-first", action="store_true", help="stop at the first violation")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.set_defaults(handler=_cmd_fuzz)
+
+    p = sub.add_parser("selftest", help="prove every catalogue bug is found and the correct model is never accused")
+    p.add_argument("--bug", action="append", default=[], metavar="SLUG", help="only these slugs (repeatable)")
+    p.add_argument("--max-seeds", type=_positive, default=2000, metavar="N", help="seeds per bug (default 2000)")
+    p.add_argument("--time-budget", type=_seconds, default=60.0, metavar="DURATION",
+                   help="wall time per bug (default 60s)")
+    p.add_argument("--clean-seeds", type=_positive, default=100, metavar="N",
+                   help="seeds per scenario with its bug switched off (default 100)")
+    p.add_argument("--workers", type=_positive, default=os.cpu_count() or 1, metavar="N",
+                   help="parallel processes (default: the number of cores)")
+    p.add_argument("--no-swarm", dest="swarm", action="store_false", help="run the scenarios as written")
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    p.set_defaults(handler=_cmd_selftest)
     return parser
 
 
@@ -77,27 +146,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("dst: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    # Piped output keeps one event per line (rich would wrap at 80 columns).
+    return Console(file=stream, highlight=False, soft_wrap=True, width=None if stream.isatty() else 200)
+
+
+def _check_slugs(slugs: list[str], flag: str = "--bug") -> None:
+    for slug in slugs:
+        if slug not in KNOWN_BUGS:
+            raise UsageError(f"dst: {flag}: unknown bug slug {slug!r}; known: {', '.join(KNOWN_BUGS)}")
+
+
+def _scenario(args: argparse.Namespace) -> Scenario:
+    _check_slugs(args.bug)
+    scenario = load_scenario(args.scenario)
+    return attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(args.bug))))
+
+
+def reproduce_command(seed: int, scenario_path: str | None, bugs: list[str], use_swarm: bool) -> str:
+    """The exact ``dst run`` command that replays one seed of a campaign."""
+    parts = ["dst", "run", "--seed", str(seed)]
+    if scenario_path:
+        parts += ["--scenario", scenario_path]
+    for slug in bugs:
+        parts += ["--bug", slug]
+    if use_swarm:
+        parts.append("--swarm")
+    return " ".join(parts)
 
 
 # --- dst run --------------------------------------------------------------------------------------
 
-def _with_bugs(scenario: Scenario, slugs: list[str]) -> Scenario:
-    for slug in slugs:
-        if slug not in KNOWN_BUGS:
-            raise UsageError(f"dst: --bug: unknown bug slug {slug!r}; known: {', '.join(KNOWN_BUGS)}")
-    return attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(slugs))))
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    scenario = _with_bugs(load_scenario(args.scenario), args.bug)
+    scenario = _scenario(args)
+    if args.swarm:
+        scenario = swarm(scenario, args.seed)
     started = time.perf_counter()
     result = run(scenario, args.seed)
     wall = time.perf_counter() - started
 
-    divergence = None
-    if args.check_determinism:
-        divergence = _replay_elsewhere(args, result)
+    divergence = _replay_elsewhere(args, result) if args.check_determinism else None
 
     if args.json:
         out = result.summary()
@@ -105,14 +199,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             out["trace"] = [list(e) for e in result.trace]
         if args.check_determinism:
             out["determinism"] = "identical" if divergence is None else divergence
-        print(json.dumps(out, indent=2, sort_keys=False))
+        print(json.dumps(out, indent=2))
     else:
-        from rich.console import Console
-
         from .render import render_events, render_run
 
-        # Piped output keeps one event per line (rich would wrap at 80 columns).
-        console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+        console = _console()
         if args.trace:
             render_events(console, result.trace)
             console.print()
@@ -129,22 +220,141 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None:
     """Run the same seed in a new interpreter with another hash seed; describe the first difference."""
-    command = [sys.executable, "-m", "dst", "run", "--seed", str(args.seed), "--json", "--trace"]
-    if args.scenario:
-        command += ["--scenario", args.scenario]
-    for slug in args.bug:
-        command += ["--bug", slug]
+    command = reproduce_command(args.seed, args.scenario, args.bug, args.swarm).split()[1:]
+    command = [sys.executable, "-m", "dst", *command, "--json", "--trace"]
     env = dict(os.environ, PYTHONHASHSEED=str((args.seed * 7919 + 17) % 4294967295 or 1))
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode not in (EXIT_OK, EXIT_VIOLATION):
-        return f"the second run failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+        lines = done.stderr.strip().splitlines()
+        return f"the second run failed: {lines[-1] if lines else done.returncode}"
     other = json.loads(done.stdout)
     if other["trace_digest"] == result.digest:
         return None
-    theirs = [tuple(e) for e in other["trace"]]
-    diff = first_difference(list(result.trace), theirs)  # type: ignore[arg-type]
+    diff = first_difference(list(result.trace), [tuple(e) for e in other["trace"]])  # type: ignore[misc]
     if diff is None:
         return "the trace digests differ but the traces are equal"
-    index, mine, their = diff
-    show = lambda e: "(no event)" if e is None else format_event(e)  # noqa: E731
-    return f"the runs diverge at trace event {index}: first run {show(mine)} | second run {show(their)}"
+    index, mine, theirs = diff
+
+    def show(e: Any) -> str:
+        return "(no event)" if e is None else format_event(e)
+
+    return f"the runs diverge at trace event {index}: first run {show(mine)} | second run {show(theirs)}"
+
+
+# --- dst fuzz -------------------------------------------------------------------------------------
+
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    scenario = _scenario(args)
+    if args.seeds:
+        first, stop = args.seeds
+    elif args.count:
+        first, stop = 1, args.count + 1
+    elif args.time_budget:
+        first, stop = 1, None
+    else:
+        raise UsageError("dst fuzz: say how many seeds: --seeds A:B, --count N or --time-budget DURATION")
+    started = time.monotonic()
+    deadline = None if args.time_budget is None else started + args.time_budget
+    total = None if stop is None else sum(1 for _ in seeds(first, stop, args.shard))
+    tally = Tally()
+    interrupted = False
+
+    from .render import FuzzProgress
+
+    progress = FuzzProgress(_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
+    outcomes = campaign(scenario, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=args.workers,
+                        deadline=deadline)
+    try:
+        with progress:
+            for outcome in outcomes:
+                tally.add(outcome)
+                progress.update(tally, time.monotonic() - started)
+                if args.stop_on_first and tally.violations:
+                    break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        outcomes.close()
+    wall = time.monotonic() - started
+
+    report = _fuzz_report(args, scenario, tally, wall, interrupted, first, stop)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        from .render import render_fuzz
+
+        render_fuzz(_console(), report)
+    if tally.violations:
+        return EXIT_VIOLATION
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _fuzz_report(args: argparse.Namespace, scenario: Scenario, tally: Tally, wall: float, interrupted: bool,
+                 first: int, stop: int | None) -> dict[str, Any]:
+    bugs = list(args.bug)
+    return {
+        "scenario": scenario.name,
+        "source": scenario.source,
+        "bugs": list(scenario.bugs),
+        "swarm": args.swarm,
+        "seeds": {"first": first, "stop": stop, "shard": None if args.shard is None else f"{args.shard.index}/{args.shard.count}",
+                  "last_run": tally.last_seed},
+        "seeds_run": tally.seeds_run,
+        "events": tally.events,
+        "violations": tally.violations,
+        "interrupted": interrupted,
+        "wall_seconds": round(wall, 3),
+        "seeds_per_second": round(tally.seeds_run / wall, 1) if wall > 0 else None,
+        "signatures": [
+            {
+                "invariant": g.invariant,
+                "signature": g.signature,
+                "count": len(g.seeds),
+                "seeds": g.seeds[:20],
+                "first_seed": g.first.seed,
+                "message": g.first.message,
+                "time_ms": g.first.time,
+                "reproduce": reproduce_command(g.first.seed, args.scenario, bugs, args.swarm),
+            }
+            for g in sorted(tally.groups.values(), key=lambda g: g.first.seed)
+        ],
+    }
+
+
+# --- dst selftest ---------------------------------------------------------------------------------
+
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    from .explore.selftest import find_bug, stay_clean
+    from .render import render_selftest
+
+    _check_slugs(args.bug)
+    slugs = args.bug or list(CATALOGUE)
+    console = _console(stderr=True)
+    executor = ProcessPoolExecutor(max_workers=args.workers) if args.workers > 1 else None
+    options = dict(use_swarm=args.swarm, workers=args.workers, executor=executor)
+    try:
+        found = []
+        for slug in slugs:
+            if not args.json:
+                console.print(f"hunting {slug} ...", style="dim")
+            found.append(find_bug(slug, max_seeds=args.max_seeds, seconds=args.time_budget, **options))
+        clean = []
+        for slug in slugs:
+            if not args.json:
+                console.print(f"checking {slug} with its bug off ...", style="dim")
+            clean.append(stay_clean(slug, count=args.clean_seeds, **options))
+    finally:
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+    ok = all(row.ok for row in found) and all(row.ok for row in clean)
+    if args.json:
+        print(json.dumps({
+            "ok": ok,
+            "swarm": args.swarm,
+            "bugs": [attrs.asdict(row) | {"ok": row.ok, "seconds": round(row.seconds, 3)} for row in found],
+            "clean": [{"slug": r.slug, "seeds": r.seeds, "violations": [attrs.asdict(v) for v in r.violations],
+                       "seconds": round(r.seconds, 3), "ok": r.ok} for r in clean],
+        }, indent=2))
+    else:
+        render_selftest(_console(), found, clean)
+    return EXIT_OK if ok else EXIT_VIOLATION

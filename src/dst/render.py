@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from rich.console import Console
 from rich.table import Table
@@ -55,3 +55,86 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
 def render_events(console: Console, events: Iterable[Event]) -> None:
     for event in events:
         console.print(Text(format_event(event), style=_ACTION_STYLE.get(event[2], "")))
+
+
+class FuzzProgress:
+    """A live line on stderr: seeds done, seeds/s, violations so far, time left. Silent when not a terminal."""
+
+    def __init__(self, console: Console, *, total: int | None, budget: float | None, quiet: bool) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self._progress = Progress(TextColumn("[bold]fuzz[/]"), BarColumn(), TextColumn("{task.description}"),
+                                  console=console, transient=True, disable=quiet or not console.is_terminal)
+        self._task = self._progress.add_task("", total=total)
+        self._budget = budget
+        self._shown = 0.0
+
+    def __enter__(self) -> "FuzzProgress":
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def update(self, tally: Any, elapsed: float) -> None:
+        if elapsed - self._shown < 0.1 and tally.violations == 0:
+            return  # redraw at most ten times a second
+        self._shown = elapsed
+        rate = tally.seeds_run / elapsed if elapsed > 0 else 0.0
+        left = f", {max(0.0, self._budget - elapsed):.0f}s left" if self._budget else ""
+        self._progress.update(self._task, completed=tally.seeds_run,
+                              description=f"{tally.seeds_run} seeds, {rate:.0f}/s, {tally.violations} violations{left}")
+
+
+def render_fuzz(console: Console, report: dict[str, Any]) -> None:
+    seeds = report["seeds"]
+    span = f"{seeds['first']}..{seeds['last_run']}" if seeds["last_run"] is not None else "none"
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("scenario", f"{report['scenario']} ({report['source']})")
+    if report["bugs"]:
+        grid.add_row("bugs on", ", ".join(report["bugs"]))
+    grid.add_row("seeds", f"{report['seeds_run']:,} run ({span}{', shard ' + seeds['shard'] if seeds['shard'] else ''})"
+                 f"{', swarm' if report['swarm'] else ''}")
+    grid.add_row("speed", f"{report['seeds_per_second']} seeds/s, {report['events']:,} events in {report['wall_seconds']}s")
+    style = "bold red" if report["violations"] else "bold green"
+    grid.add_row("result", Text(f"{report['violations']} violation(s) in {len(report['signatures'])} signature(s)"
+                                + (" (interrupted)" if report["interrupted"] else ""), style=style))
+    console.print(grid)
+    if not report["signatures"]:
+        return
+    table = Table(show_lines=True)
+    table.add_column("invariant", style="bold red")
+    table.add_column("seeds", justify="right")
+    table.add_column("first violation")
+    table.add_column("reproduce")
+    for sig in report["signatures"]:
+        table.add_row(sig["invariant"], f"{sig['count']}", f"seed {sig['first_seed']}: {sig['message']}",
+                      Text(sig["reproduce"], style="cyan"))
+    console.print(table)
+
+
+def render_selftest(console: Console, found: list[Any], clean: list[Any]) -> None:
+    table = Table(title="every catalogue bug, found by fuzzing its scenario")
+    for name, justify in (("slug", "left"), ("expected", "left"), ("hit", "left"), ("seeds", "right"),
+                          ("first seed", "right"), ("seconds", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in found:
+        hit = Text(row.hit or "missed", style="green" if row.ok else "bold red")
+        table.add_row(row.slug, " / ".join(row.expected), hit, str(row.seeds), str(row.first_seed or "-"),
+                      f"{row.seconds:.2f}")
+    console.print(table)
+    seeds = sum(r.seeds for r in clean)
+    bad = [v for r in clean for v in r.violations]
+    if bad:
+        console.print(Text(f"the correct model was accused {len(bad)} time(s) in {seeds} seeds:", style="bold red"))
+        for r in clean:
+            for v in r.violations:
+                console.print(f"  {r.slug} seed {v.seed}: {v.invariant}: {v.message}")
+    else:
+        console.print(Text(f"with the bugs off: no violation in {seeds} seeds over {len(clean)} scenarios",
+                           style="bold green"))
+    missed = [r.slug for r in found if not r.ok]
+    if missed:
+        console.print(Text(f"missed or wrong invariant: {', '.join(missed)}", style="bold red"))

@@ -107,7 +107,8 @@ class Simulation:
                                          delay=scenario.network.delay, delay_by=scenario.network.delay_by,
                                          trace=self.trace, server=SERVER)
         self.server = ServerHost(kernel, reference.service, network, self.trace, ghost, streams.keyed("scheduling"),
-                                 store_latency=model.store_latency, background_interval=model.reaper_interval)
+                                 store_latency=model.store_latency, background_interval=model.reaper_interval,
+                                 scheduler=scenario.run.scheduler)
         network.attach(SERVER, self.server.receive)
         network.attach(RESOURCE, ResourceHost(kernel, reference.resource, network, self.trace, ghost).receive)
 

@@ -20,6 +20,7 @@ from .plan import Step, parse_duration, sort_steps, step_from_mapping
 
 INVARIANT_IDS = ("slot-accounting", "capacity", "no-foreign-release", "fenced-writes", "single-executor", "stranded-slot")
 CONTRACTS = ("token", "token-and-lease")
+SCHEDULERS = ("uniform", "pct")
 DEFAULT_NAME = "default"
 EMBEDDED = "<embedded default>"
 
@@ -38,6 +39,7 @@ class RunConfig:
     quiet: int = 120_000
     drain_limit: int = 600_000
     granularity: int = 1  # generated times and durations are whole multiples of this (ms)
+    scheduler: str = "uniform"  # how the server picks the next ready handler step: "uniform" or "pct"
 
 
 @attrs.frozen
@@ -253,12 +255,13 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
             raise r.fail(_key(key), f"one of the top-level keys {', '.join(_TOP_KEYS)} (unknown key)")
     d = Scenario()
 
-    t = r.table(doc, "run", "run", ("duration", "quiet", "drain_limit", "granularity"))
+    t = r.table(doc, "run", "run", ("duration", "quiet", "drain_limit", "granularity", "scheduler"))
     run = RunConfig(
         duration=r.get(t, "duration", "run", _positive_duration, d.run.duration),
         quiet=r.get(t, "quiet", "run", _duration, d.run.quiet),
         drain_limit=r.get(t, "drain_limit", "run", _duration, d.run.drain_limit),
         granularity=r.get(t, "granularity", "run", _positive_duration, d.run.granularity),
+        scheduler=r.get(t, "scheduler", "run", _one_of(SCHEDULERS), d.run.scheduler),
     )
 
     t = r.table(doc, "model", "model", tuple(f.name for f in attrs.fields(ModelConfig)))

@@ -212,14 +212,24 @@ class ClientHost:
             self.ghost.work_stopped(self.name, lease)
 
 
+_RANKS = 1 << 20
+
+
 class ServerHost:
-    """Runs handlers with store latency; restarts; the background loop."""
+    """Runs handlers with store latency; restarts; the background loop.
+
+    Two schedulers decide which ready handler step goes next. ``uniform``: every store round
+    trip draws its latency and its rank among same-instant steps. ``pct`` (in the style of
+    probabilistic concurrency testing): each handler draws one priority that sets the latency
+    and rank of all its steps, so a high-priority request runs ahead of the others, until a
+    change point (its 1st to 4th step, drawn too) where its priority drops to the bottom.
+    """
 
     __slots__ = ("kernel", "service", "network", "trace", "ghost", "rng", "lo", "span", "interval", "epoch", "up",
-                 "restarts", "last_boot")
+                 "restarts", "last_boot", "pct")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
-                 *, store_latency: tuple[int, int], background_interval: int) -> None:
+                 *, store_latency: tuple[int, int], background_interval: int, scheduler: str = "uniform") -> None:
         self.kernel = kernel
         self.service = service
         self.network = network
@@ -232,6 +242,7 @@ class ServerHost:
         self.up = False
         self.restarts = 0
         self.last_boot = 0
+        self.pct = scheduler == "pct"
 
     def boot(self) -> None:
         self.up = True
@@ -282,6 +293,11 @@ class ServerHost:
             return
         self.ghost.settle()
         task[2] += 1
+        if self.pct:
+            p = self.rng.bits(task[1], _RANKS)  # the handler's priority: the same draw for all its steps
+            rank = p >> 44 if task[2] <= 1 + (p & 3) else _RANKS - 1
+            self.kernel.after_ranked(self.lo + (rank * self.span >> 20), rank, self._step, task)
+            return
         # One draw decides both the round trip's latency and, among steps due at the same instant, the order.
         r = self.rng.bits(task[1], task[2])
         self.kernel.after_ranked(self.lo + r % self.span, r >> 44, self._step, task)

@@ -1,0 +1,33 @@
+"""Swarm testing: each seed also picks which faults are on and how often.
+
+TigerBeetle's VOPR (``options_swarm``) and FoundationDB's BUGGIFY: a campaign where every
+run has every fault at one fixed rate explores a narrow band of behaviour; letting each
+seed switch kinds off and scale the others explores rare combinations (a crash-free run
+with many pauses, a lossless network with a slow store). Only what the scenario enables
+(a rate or probability above zero) can be switched on, so a user's "no partitions" stays true.
+The choice is a pure function of the seed, so ``dst run --seed N --swarm`` is the same run.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..scenario import SCHEDULERS, Scenario
+from ..sim.rng import Streams
+
+
+def swarm(scenario: Scenario, seed: int) -> Scenario:
+    rnd = Streams(seed).sequence("swarm")
+    faults = {}
+    for kind, fault in scenario.faults.kinds():
+        on = fault.rate > 0 and rnd.random() < 0.6
+        faults[kind] = attrs.evolve(fault, rate=fault.rate * 2 ** rnd.uniform(-2, 2) if on else 0.0)
+    net = scenario.network
+
+    def probability(p: float) -> float:
+        return min(0.5, p * 2 ** rnd.uniform(-1, 2)) if p > 0 and rnd.random() < 0.6 else 0.0
+
+    network = attrs.evolve(net, loss=probability(net.loss), duplicate=probability(net.duplicate),
+                           delay=probability(net.delay))
+    run = attrs.evolve(scenario.run, scheduler=SCHEDULERS[rnd.randrange(len(SCHEDULERS))])
+    return attrs.evolve(scenario, faults=attrs.evolve(scenario.faults, **faults), network=network, run=run)
