@@ -58,3 +58,10 @@ def test_the_default_scenario_documents_every_key_it_sets():
         for key in keys:
             assert f"`{key}`" in doc, f"{section}.{key} is not documented"
     load_scenario(ROOT / "scenarios" / "default.toml")
+
+
+def test_the_readme_lists_every_bug_slug():
+    from dst.model.bugs import KNOWN_BUGS
+
+    readme = (ROOT / "README.md").read_text()
+    assert [slug for slug in KNOWN_BUGS if f"`{slug}`" not in readme] == []

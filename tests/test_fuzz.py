@@ -1,0 +1,133 @@
+"""Fuzz campaigns: every catalogue bug is found, the correct model never is, and the
+seed bookkeeping (shards, workers, budgets) is exact."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dst.cli import main
+from dst.explore.fuzz import Shard, Tally, campaign, seeds, shape
+from dst.explore.selftest import bug_scenario, find_bug
+from dst.explore.swarm import swarm
+from dst.model.bugs import CATALOGUE, KNOWN_BUGS
+
+
+@pytest.mark.parametrize("slug", KNOWN_BUGS)
+def test_the_fuzzer_finds_each_bug_within_a_small_budget(slug):
+    row = find_bug(slug, max_seeds=150, seconds=60, use_swarm=True, workers=1)
+    assert row.hit is not None, f"{slug}: no violation in {row.seeds} seeds"
+    assert row.hit in CATALOGUE[slug], f"{slug}: hit {row.hit}: {row.message}"
+
+
+@pytest.mark.parametrize("slug", KNOWN_BUGS)
+def test_each_bug_scenario_with_its_bug_off_finds_nothing(slug):
+    scenario = attrs.evolve(bug_scenario(slug), bugs=())
+    outcomes = list(campaign(scenario, seeds(1, 151, None), use_swarm=True, workers=2))
+    assert len(outcomes) == 150
+    assert [(o.seed, o.invariant, o.message) for o in outcomes if o.invariant] == []
+
+
+def test_every_slug_has_its_scenario_and_the_scenario_switches_it_on():
+    for slug in KNOWN_BUGS:
+        assert bug_scenario(slug).bugs == (slug,)
+
+
+@given(st.integers(0, 500), st.integers(1, 400), st.integers(1, 9))
+def test_shards_cover_a_range_exactly_once(first, length, count):
+    stop = first + length
+    covered = [s for k in range(1, count + 1) for s in seeds(first, stop, Shard(k, count))]
+    assert sorted(covered) == list(range(first, stop))
+
+
+def test_one_and_two_workers_give_the_same_outcomes():
+    scenario = bug_scenario("double-release")
+    one = list(campaign(scenario, seeds(1, 41, None), use_swarm=True, workers=1))
+    two = list(campaign(scenario, seeds(1, 41, None), use_swarm=True, workers=2))
+    assert one == two
+    assert any(o.invariant for o in one)
+
+
+def test_a_time_budget_runs_a_prefix_of_the_seeds():
+    ticks = iter(range(1000))
+    outcomes = list(campaign(bug_scenario("anonymous-release"), seeds(1, None, None), use_swarm=False, workers=1,
+                             deadline=5, clock=lambda: next(ticks)))
+    assert [o.seed for o in outcomes] == [1, 2, 3, 4, 5]
+
+
+def test_swarm_is_a_pure_function_of_the_seed_and_keeps_disabled_faults_off(default_scenario):
+    calm = attrs.evolve(default_scenario, faults=attrs.evolve(default_scenario.faults, crash=attrs.evolve(
+        default_scenario.faults.crash, rate=0.0)))
+    picks = [swarm(calm, seed) for seed in range(50)]
+    assert picks == [swarm(calm, seed) for seed in range(50)]
+    assert all(p.faults.crash.rate == 0 for p in picks)
+    assert len({p.faults for p in picks}) > 40  # seeds really differ in what they switch on
+    assert {p.run.scheduler for p in picks} == {"uniform", "pct"}
+
+
+def test_signatures_group_violations_by_invariant_and_shape():
+    assert shape("a release naming L12 gave back 1 slot(s) of 'db', but L12 owned 0") == \
+        shape("a release naming L7 gave back 1 slot(s) of 'db', but L7 owned 0")
+    tally = Tally()
+    scenario = bug_scenario("fallback-release")
+    for outcome in campaign(scenario, seeds(1, 21, None), use_swarm=False, workers=1):
+        tally.add(outcome)
+    assert tally.seeds_run == 20 and tally.violations == sum(len(g.seeds) for g in tally.groups.values())
+    assert all(g.first.seed == g.seeds[0] for g in tally.groups.values())
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+def test_dst_fuzz_reports_signatures_with_a_command_that_reproduces_them(capsys):
+    code = main(["fuzz", "--scenario", "scenarios/fallback-release.toml", "--count", "20", "--workers", "1", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["violations"] > 0 and report["seeds_run"] == 20
+    sig = report["signatures"][0]
+    assert sig["invariant"] == "no-foreign-release"
+    argv = sig["reproduce"].split()[1:]
+    assert main(argv + ["--json"]) == 1
+    replay = json.loads(capsys.readouterr().out)
+    assert replay["violation"]["invariant"] == sig["invariant"] and replay["violation"]["message"] == sig["message"]
+
+
+def test_dst_fuzz_on_the_correct_model_exits_0(capsys):
+    assert main(["fuzz", "--count", "10", "--workers", "2"]) == 0
+    assert "0 violation(s)" in capsys.readouterr().out
+
+
+def test_dst_fuzz_stop_on_first_and_shards(capsys):
+    code = main(["fuzz", "--scenario", "scenarios/anonymous-release.toml", "--seeds", "10:30", "--shard", "2/3",
+                 "--stop-on-first", "--json", "--workers", "1"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["seeds_run"] == 1 and report["seeds"]["last_run"] == 10  # 10 % 3 == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["fuzz"],
+    ["fuzz", "--seeds", "5:5"],
+    ["fuzz", "--seeds", "x"],
+    ["fuzz", "--count", "0"],
+    ["fuzz", "--count", "5", "--shard", "4/3"],
+    ["fuzz", "--count", "5", "--time-budget", "soon"],
+    ["fuzz", "--count", "5", "--bug", "no-such-bug"],
+    ["fuzz", "--count", "5", "--seeds", "1:4"],
+    ["selftest", "--bug", "no-such-bug"],
+])
+def test_bad_fuzz_and_selftest_flags_exit_2_with_one_line(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_dst_selftest_on_a_subset(capsys):
+    code = main(["selftest", "--bug", "anonymous-release", "--bug", "stale-check-increment", "--clean-seeds", "20",
+                 "--workers", "1", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"]
+    assert [b["slug"] for b in report["bugs"]] == ["anonymous-release", "stale-check-increment"]
+    assert all(b["hit"] in b["expected"] for b in report["bugs"])
+    assert [c["seeds"] for c in report["clean"]] == [20, 20]
