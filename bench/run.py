@@ -6,7 +6,7 @@ is noisy, so no figure is compared with one from another run):
 1. kernel: ``dst``'s kernel on a no-op workload beside a bare ``heapq`` loop and SimPy;
 2. model: the full default scenario over a range of seeds, beside the bare ``heapq`` loop;
 3. scaling: microseconds per event at 5, 50 and 500 clients, and with a 10x longer run;
-4. memory: peak RSS of one process after 100 and after 1000 seeds.
+4. memory: peak RSS and live Python blocks of one process after 100 and after 1000 seeds.
 
 Prints rich tables and writes every figure, with each round's value, to
 ``bench/results/latest.json``. Goals are from issue 2 and ``shared/DESIGN.md``.
@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import time
 from functools import partial
 from pathlib import Path
@@ -25,28 +26,33 @@ from typing import Any
 
 import attrs
 import simpy
-from loops import heapq_loop, kernel_loop, simpy_loop
-from memory import peak_rss
 from rich.console import Console
 from rich.table import Table
-from timing import SeedRunner, interleave, paired_ratio, summary
 
 from dst.scenario import INVARIANT_IDS, Scenario, load_scenario
+
+# bench/ is the script's directory, so its modules import by their plain names
+from loops import heapq_loop, kernel_loop, simpy_loop
+from memory import memory_readings
+from timing import SeedRunner, interleave, paired_ratio, summary
 
 
 @attrs.frozen
 class Settings:
-    rounds: int = 5  # kernel and model rounds
-    loop_events: int = 300_000  # events per round of each no-op loop
-    model_seeds: int = 200
-    scale_rounds: int = 3
-    scale_seconds: float = 1.0  # at least this long per scaling contender per round
-    memory: tuple[int, int] = (100, 1000)
+    rounds: int = 30  # kernel rounds
+    loop_events: int = 40_000  # events per round of each no-op loop
+    model_rounds: int = 20
+    model_seeds: int = 200  # split evenly over the model rounds
+    scale_rounds: int = 7
+    scale_seconds: float = 0.5  # at least this long per scaling contender per round
+    memory: tuple[int, int] = (100, 1000)  # seeds at the two memory readings
 
 
-QUICK = Settings(rounds=3, loop_events=100_000, model_seeds=30, scale_rounds=1, scale_seconds=0.3, memory=(10, 100))
+QUICK = Settings(rounds=10, loop_events=20_000, model_rounds=5, model_seeds=20, scale_rounds=1, scale_seconds=0.2,
+                 memory=(10, 100))
 LOOPS = {"kernel": kernel_loop, "heapq": heapq_loop, "simpy": simpy_loop}
 PENDING = (4, 1000)
+RATIOS = (("kernel", "heapq"), ("kernel", "simpy"))
 BASE = "5 clients"
 OUT = Path(__file__).parent / "results" / "latest.json"
 
@@ -57,14 +63,14 @@ def bench_kernel(s: Settings) -> dict[str, Any]:
     contenders = {f"{name} {p}": partial(loop, p, s.loop_events // p) for name, loop in LOOPS.items() for p in PENDING}
     rates = interleave(contenders, s.rounds)
     ratios = {f"{a}/{b} {p}": paired_ratio(rates[f"{a} {p}"], rates[f"{b} {p}"])
-              for a, b in (("kernel", "heapq"), ("kernel", "simpy")) for p in PENDING}
+              for a, b in RATIOS for p in PENDING}
     return {"rounds": s.rounds, "events_per_round": s.loop_events,
             "events_per_s": {name: summary(r) for name, r in rates.items()}, "ratios": ratios}
 
 
 def bench_model(s: Settings, scenario: Scenario) -> dict[str, Any]:
-    model = SeedRunner(scenario, batch=s.model_seeds // s.rounds, seeds=range(s.model_seeds))
-    rates = interleave({"model": model, "heapq 4": partial(heapq_loop, 4, s.loop_events // 4)}, s.rounds)
+    model = SeedRunner(scenario, batch=s.model_seeds // s.model_rounds, seeds=range(s.model_seeds))
+    rates = interleave({"model": model, "heapq 4": partial(heapq_loop, 4, s.loop_events // 4)}, s.model_rounds)
     return {"seeds": model.runs, "violations": model.violations, "invariants": list(scenario.invariants),
             "events": model.events, "events_per_s": summary(rates["model"]),
             "seeds_per_s": summary(model.seed_rates), "heapq_events_per_s": summary(rates["heapq 4"]),
@@ -87,7 +93,7 @@ def bench_scaling(s: Settings, scenario: Scenario) -> dict[str, Any]:
     configs = {BASE: scaled(scenario, 5), "50 clients": scaled(scenario, 50),
                "500 clients": scaled(scenario, 500), "5 clients, 10x run": scaled(scenario, 5, 10)}
     runners = {name: SeedRunner(sc, min_seconds=s.scale_seconds) for name, sc in configs.items()}
-    rates = interleave(runners, s.scale_rounds)  # type: ignore[arg-type]
+    rates = interleave(runners, s.scale_rounds)
     return {name: {"us_per_event": summary([1e6 / r for r in rates[name]]),
                    "cost_vs_base": paired_ratio(rates[BASE], rates[name]),
                    "events_per_seed": runner.events / runner.runs, "seeds": runner.runs,
@@ -96,9 +102,11 @@ def bench_scaling(s: Settings, scenario: Scenario) -> dict[str, Any]:
 
 
 def bench_memory(s: Settings) -> dict[str, Any]:
-    peaks = peak_rss(s.memory)
-    first, last = (str(n) for n in s.memory)
-    return {"peak_rss_kib": peaks, "growth_kib": peaks[last] - peaks[first]}
+    readings = memory_readings(s.memory)
+    garbage = readings.pop("cyclic_garbage_per_run")
+    first, last = (readings[str(n)] for n in s.memory)
+    return {"readings": readings, "growth": {key: last[key] - first[key] for key in first},
+            "cyclic_garbage_per_run": garbage}
 
 
 def goals(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -106,11 +114,12 @@ def goals(r: dict[str, Any]) -> list[dict[str, Any]]:
     k, scale = r["kernel"]["ratios"], r["scaling"]
     rows = [(f"kernel / bare heapq, {p} pending", k[f"kernel/heapq {p}"], ">=", 0.6) for p in PENDING]
     rows += [(f"kernel / SimPy, {p} pending", k[f"kernel/simpy {p}"], ">=", 2.0) for p in PENDING]
-    rows += [("full model / bare heapq (4 pending), events/s", r["model"]["ratio_to_heapq"], ">=", 1 / 8),
+    rows += [("full model / bare heapq (4 pending)", r["model"]["ratio_to_heapq"], ">=", 1 / 8),
              ("cost per event, 500 vs 5 clients", scale["500 clients"]["cost_vs_base"], "<=", 1.5),
              ("cost per event, 10x vs 1x run length", scale["5 clients, 10x run"]["cost_vs_base"], "<=", 1.5)]
-    return [{"goal": goal, "measured": value, "target": f"{op} {bound:.3g}",
-             "met": value >= bound if op == ">=" else value <= bound} for goal, value, op, bound in rows]
+    return [{"goal": goal, "measured": ratio, "target": f"{op} {bound:.3g}",
+             "met": ratio["median"] >= bound if op == ">=" else ratio["median"] <= bound}
+            for goal, ratio, op, bound in rows]
 
 
 # --- where and how it ran -----------------------------------------------------------------------
@@ -120,6 +129,18 @@ def machine() -> dict[str, Any]:
                 if line.startswith("model name")), platform.processor())
     return {"cpus": len(os.sched_getaffinity(0)), "cpu": cpu, "python": platform.python_version(),
             "implementation": platform.python_implementation(), "simpy": simpy.__version__}
+
+
+def source() -> dict[str, Any]:
+    """The commit measured, and whether the working tree differed from it (read-only git)."""
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True)
+        except OSError:
+            return ""
+        return out.stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD") or None, "src_changed": bool(git("status", "--porcelain", "--", "../src"))}
 
 
 def warm_up(scenario: Scenario) -> None:
@@ -135,6 +156,11 @@ def rate(x: float) -> str:
     return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.0f}k"
 
 
+def times(ratio: dict[str, float]) -> str:
+    """A ratio's median and, in brackets, its interquartile range over rounds."""
+    return f"{ratio['median']:#.3g}x ({ratio['q1']:#.3g}-{ratio['q3']:#.3g})"
+
+
 def table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
     t = Table(title=title, title_justify="left")
     for i, name in enumerate(header):
@@ -144,33 +170,50 @@ def table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> T
     return t
 
 
+def kernel_table(k: dict[str, Any]) -> Table:
+    rows = [(name, *(rate(k["events_per_s"][f"{name} {p}"]["median"]) for p in PENDING)) for name in LOOPS]
+    rows += [(f"{a}/{b}", *(times(k["ratios"][f"{a}/{b} {p}"]) for p in PENDING)) for a, b in RATIOS]
+    return table(f"Kernel, no-op events/s (median of {k['rounds']} rounds)",
+                 ("loop", *(f"{p} pending" for p in PENDING)), rows)
+
+
+def model_table(m: dict[str, Any]) -> Table:
+    ratio = m["ratio_to_heapq"]
+    rows = [("seeds (violations)", f"{m['seeds']} ({m['violations']})"),
+            ("events/s", rate(m["events_per_s"]["median"])),
+            ("seeds/s", f"{m['seeds_per_s']['median']:.1f}"),
+            ("bare heapq events/s, 4 pending", rate(m["heapq_events_per_s"]["median"])),
+            ("model / heapq", f"{times(ratio)} = 1/{1 / ratio['median']:.1f}")]
+    return table("Full model, default scenario, every invariant on (medians)", ("", "value"), rows)
+
+
+def scaling_table(scale: dict[str, Any]) -> Table:
+    rows = [(name, f"{c['events_per_seed']:,.0f}", str(c["seeds"]), f"{c['us_per_event']['median']:.2f}",
+             times(c["cost_vs_base"])) for name, c in scale.items()]
+    return table("Cost per event as the work grows", ("scenario", "events/seed", "seeds run", "µs/event",
+                                                      f"cost vs {BASE}"), rows)
+
+
+def memory_table(mem: dict[str, Any], checkpoints: tuple[int, int]) -> Table:
+    rows = [(f"after {n} seeds" if n != "baseline" else "after 1 seed (baseline)",
+             f"{x['peak_rss_kib'] / 1024:.1f}", f"{x['live_blocks']:,}") for n, x in mem["readings"].items()]
+    growth = mem["growth"]
+    rows.append((f"growth, {checkpoints[0]} -> {checkpoints[1]} seeds", f"{growth['peak_rss_kib'] / 1024:+.1f}",
+                 f"{growth['live_blocks']:+,}"))
+    t = table("Memory of one process running seeds of the default scenario",
+              ("", "peak RSS, MiB", "live Python blocks"), rows)
+    t.caption = f"one run leaves {mem['cyclic_garbage_per_run']:,} objects for the cyclic collector"
+    return t
+
+
+def goals_table(goals: list[dict[str, Any]]) -> Table:
+    rows = [(g["goal"], times(g["measured"]), g["target"], "yes" if g["met"] else "[bold red]NO[/]") for g in goals]
+    return table("Goals (median ratio, interquartile range over rounds)", ("goal", "measured", "target", "met"), rows)
+
+
 def render(r: dict[str, Any]) -> list[Table]:
-    k, m, scale, mem = r["kernel"], r["model"], r["scaling"], r["memory"]
-    ev = k["events_per_s"]
-    kernel_rows = [(name, *(rate(ev[f"{name} {p}"]["median"]) for p in PENDING)) for name in LOOPS]
-    kernel_rows += [(f"{a}/{b}", *(f"{k['ratios'][f'{a}/{b} {p}']:.2f}x" for p in PENDING))
-                    for a, b in (("kernel", "heapq"), ("kernel", "simpy"))]
-    model_rows = [("seeds (violations)", f"{m['seeds']} ({m['violations']})"),
-                  ("events/s", rate(m["events_per_s"]["median"])),
-                  ("seeds/s", f"{m['seeds_per_s']['median']:.1f}"),
-                  ("bare heapq events/s, 4 pending", rate(m["heapq_events_per_s"]["median"])),
-                  ("model / heapq", f"{m['ratio_to_heapq']:.3f}x (1/{1 / m['ratio_to_heapq']:.1f})")]
-    scale_rows = [(name, f"{c['events_per_seed']:,.0f}", str(c["seeds"]), f"{c['us_per_event']['median']:.2f}",
-                   f"{c['cost_vs_base']:.2f}x") for name, c in scale.items()]
-    mem_rows = [(f"after {n} seed{'s' * (n != '1')}" if n != "baseline" else "baseline (imports + 1 seed)",
-                 f"{kib / 1024:.1f}") for n, kib in mem["peak_rss_kib"].items()]
-    mem_rows.append(("growth between the two batches", f"{mem['growth_kib'] / 1024:+.1f}"))
-    goal_rows = [(g["goal"], f"{g['measured']:.3g}", g["target"], "yes" if g["met"] else "[bold red]NO[/]")
-                 for g in r["goals"]]
-    return [
-        table(f"Kernel, no-op events/s (median of {k['rounds']} rounds)", ("loop", *(f"{p} pending" for p in PENDING)),
-              kernel_rows),
-        table("Full model, default scenario, every invariant on (medians)", ("", "value"), model_rows),
-        table("Cost per event as the work grows", ("scenario", "events/seed", "seeds run", "µs/event", f"vs {BASE}"),
-              scale_rows),
-        table("Peak RSS of one process running seeds (MiB)", ("", "MiB"), mem_rows),
-        table("Goals", ("goal", "measured", "target", "met"), goal_rows),
-    ]
+    return [kernel_table(r["kernel"]), model_table(r["model"]), scaling_table(r["scaling"]),
+            memory_table(r["memory"], r["settings"]["memory"]), goals_table(r["goals"])]
 
 
 # --- the command --------------------------------------------------------------------------------
@@ -186,9 +229,11 @@ def main() -> None:
     assert scenario.invariants == INVARIANT_IDS, "the default scenario should check every invariant"
     start = time.perf_counter()
     warm_up(scenario)
-    r: dict[str, Any] = {"machine": machine(), "quick": args.quick, "settings": attrs.asdict(s)}
-    for name, bench in (("kernel", lambda: bench_kernel(s)), ("model", lambda: bench_model(s, scenario)),
-                        ("scaling", lambda: bench_scaling(s, scenario)), ("memory", lambda: bench_memory(s))):
+    r: dict[str, Any] = {"machine": machine(), "source": source(), "quick": args.quick, "settings": attrs.asdict(s),
+                         "clock": "CPU time of this process (time.process_time)"}
+    sections = {"kernel": partial(bench_kernel, s), "model": partial(bench_model, s, scenario),
+                "scaling": partial(bench_scaling, s, scenario), "memory": partial(bench_memory, s)}
+    for name, bench in sections.items():
         with console.status(f"measuring {name}..."):
             r[name] = bench()
     r["goals"] = goals(r)
