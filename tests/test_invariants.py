@@ -10,7 +10,9 @@ import pytest
 
 from dst.invariants import Ghost, Violation
 from dst.model.interface import Write
-from dst.scenario import INVARIANT_IDS
+from dst.model.runs import Claim, RunClaim
+from dst.invariants import RunGhost
+from dst.scenario import INVARIANT_IDS, RUN_INVARIANTS
 from dst.sim.kernel import Kernel
 
 
@@ -275,7 +277,10 @@ def test_stranded_slot_window_restarts_when_the_server_was_down():
 
 # --- switching invariants off ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("invariant", INVARIANT_IDS)
+LEASE_INVARIANTS = tuple(i for i in INVARIANT_IDS if i not in RUN_INVARIANTS)
+
+
+@pytest.mark.parametrize("invariant", LEASE_INVARIANTS)
 def test_a_disabled_invariant_is_not_checked(invariant):
     w = World(capacity=1, enabled=tuple(i for i in INVARIANT_IDS if i != invariant))
     situations = {
@@ -288,3 +293,109 @@ def test_a_disabled_invariant_is_not_checked(invariant):
         "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.final_check()),
     }
     situations[invariant]()
+
+
+# --- the runs part: a hand-built run store ------------------------------------------------------------
+
+class FakeRuns:
+    def __init__(self) -> None:
+        self.pending: dict[int, Claim] = {}
+        self.runs: dict[int, object] = {}
+
+    def claim_of(self, run: int) -> Claim | None:
+        return self.pending.get(run)
+
+
+class RunWorld:
+    def __init__(self, enabled=INVARIANT_IDS) -> None:
+        self.kernel = Kernel()
+        self.view = FakeRuns()
+        self.ghost = RunGhost(self.view, self.kernel, enabled, deadline_within=140_000, claim_timeout=120_000)
+
+    def state(self, run: int, state: str) -> None:
+        entered = self.kernel.now
+        self.view.runs[run] = type("R", (), {"entered": entered, "state": state})()
+        self.ghost.run_state(run, state)
+
+    def claim(self, run: int, token: int, consumer: str = "c1#1") -> None:
+        self.view.pending[run] = Claim(run, consumer, token, self.kernel.now)
+        self.ghost.claimed(run, token)
+
+
+def test_bounded_transition_flags_a_run_stuck_in_cancelling():
+    w = RunWorld()
+    w.state(1, "RUNNING")
+    w.state(1, "CANCELLING")
+    v = flagged("bounded-transition", lambda: w.kernel.run(200_000))
+    assert "run 1 entered CANCELLING at t=0" in v.message
+
+
+def test_bounded_transition_allows_a_cancel_confirmed_in_time_and_waits_out_downtime():
+    w = RunWorld()
+    w.state(1, "CANCELLING")
+    w.kernel.run(100_000)
+    w.state(1, "CANCELLED")
+    w.state(2, "CANCELLING")
+    w.kernel.run(110_000)
+    w.ghost.server_up_since = None  # down: the window starts again when it is back
+    w.kernel.run(160_000)
+    w.ghost.server_up_since = 160_000
+    w.kernel.run(290_000)
+    w.state(2, "CANCELLED")
+    w.kernel.run(600_000)
+
+
+def test_at_least_once_flags_a_run_never_acknowledged_unless_no_worker_survived():
+    w = RunWorld()
+    w.state(1, "RUNNING")
+    w.state(2, "COMPLETED")
+    w.ghost.final_check(workers_alive=False)
+    v = flagged("at-least-once", lambda: w.ghost.final_check(workers_alive=True))
+    assert "run 1 is still RUNNING" in v.message
+
+
+def test_cancelled_never_starts_flags_a_run_started_after_an_early_cancel():
+    w = RunWorld()
+    w.ghost.cancel_handled(7)  # the cancel came first: the run did not exist
+    w.state(7, "RUNNING")
+    w.claim(7, 1)
+    v = flagged("cancelled-never-starts", lambda: w.ghost.work_started("c1", RunClaim(7, 1)))
+    assert "run 7" in v.message
+
+
+def test_a_cancel_of_a_running_run_does_not_forbid_it():
+    w = RunWorld()
+    w.state(7, "RUNNING")
+    w.claim(7, 1)
+    w.ghost.cancel_handled(7)
+    w.ghost.work_started("c1", RunClaim(7, 1))
+
+
+def test_owner_only_update_flags_an_ack_from_a_former_claim():
+    w = RunWorld()
+    w.claim(3, 1)
+    w.claim(3, 2)  # redelivered
+    w.ghost.update_accepted(3, 2, "completed")
+    v = flagged("owner-only-update", lambda: w.ghost.update_accepted(3, 1, "completed"))
+    assert "claim 1" in v.message and "current claim is 2" in v.message
+
+
+def test_single_executor_flags_two_workers_on_one_run():
+    w = RunWorld()
+    w.claim(4, 1, "c1#1")
+    w.ghost.work_started("c1", RunClaim(4, 1))
+    w.claim(4, 2, "c2#1")
+    v = flagged("single-executor", lambda: w.ghost.work_started("c2", RunClaim(4, 2)))
+    assert "two executions" in v.message
+
+
+def test_single_executor_flags_work_past_the_claim_and_allows_work_within_it():
+    w = RunWorld()
+    w.claim(5, 1)
+    w.ghost.work_started("c1", RunClaim(5, 1))
+    w.kernel.run(120_000)
+    w.ghost.work_stopped("c1", RunClaim(5, 1))  # ends exactly at the claim's deadline: fine
+    w.claim(6, 1)
+    w.ghost.work_started("c1", RunClaim(6, 1))
+    w.kernel.run(240_001)
+    flagged("single-executor", lambda: w.ghost.work_stopped("c1", RunClaim(6, 1)))

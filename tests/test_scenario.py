@@ -365,7 +365,7 @@ MALFORMED = [
     pytest.param(f"steps = [ {STEP_OK}, 1 ]\n", "steps[1]", "expected a table with at, actor and action",
                  id="step-not-table"),
     pytest.param(steps('{ at = "1s", actor = "c1", action = "explode" }'), "steps[1].action",
-                 "expected one of acquire, crash, partition, pause, restart, got 'explode'", id="step-unknown-action"),
+                 "expected one of acquire, cancel, crash, partition, pause, restart, serve, submit, got 'explode'", id="step-unknown-action"),
     pytest.param(steps('{ at = "1s", actor = "c1" }'), "steps[1].action", "expected one of acquire",
                  id="step-missing-action"),
     pytest.param(steps('{ at = "1s", actor = "client1", action = "crash" }'), "steps[1].actor",

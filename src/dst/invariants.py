@@ -24,9 +24,10 @@ stranded-slot       a dead holder's lease is reclaimed within TTL + reaper inter
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from .model.interface import View, Write
+from .model.runs import Cancel
 from .sim.kernel import Kernel, StopRun
 
 
@@ -70,6 +71,7 @@ class Ghost:
         self._dirty: list[str] = []  # limits touched since the last settle
         self._removed_while_working: list[tuple[str, int]] = []
         self.server_up_since: int | None = 0  # None while the server is down
+        self.runs: RunGhost | None = None  # the runs part's ghost, when the scenario has runs
 
     def fail(self, invariant: str, message: str) -> None:
         raise Violation(invariant, self.kernel.now, message)
@@ -119,6 +121,11 @@ class Ghost:
         if self.working.get(holder) == lease:
             self._removed_while_working.append((holder, lease))
 
+    def handled(self, request: Any) -> None:
+        """The server finished handling a request (the harness sees every one)."""
+        if request.__class__ is Cancel and self.runs is not None:
+            self.runs.cancel_handled(request.run)
+
     def write_accepted(self, request: Write) -> None:
         if not self.on_fenced:
             return
@@ -135,7 +142,10 @@ class Ghost:
 
     # --- the hosts' hooks -----------------------------------------------------------------
 
-    def work_started(self, client: str, lease: int) -> None:
+    def work_started(self, client: str, lease: Any) -> None:
+        if lease.__class__ is not int:
+            self.runs.work_started(client, lease)  # a run's claim, not a lease
+            return
         limit = self.limit_of.get(lease)
         self.working[client] = lease
         if limit is not None:
@@ -151,7 +161,10 @@ class Ghost:
             self.fail("single-executor", f"{self.working_on[limit]} clients work on limit {limit!r} "
                       f"(capacity {self.limits[limit]}) at once: {who}")
 
-    def work_stopped(self, client: str, lease: int) -> None:
+    def work_stopped(self, client: str, lease: Any) -> None:
+        if lease.__class__ is not int:
+            self.runs.work_stopped(client, lease)
+            return
         del self.working[client]
         limit = self.limit_of.get(lease)
         if limit is not None:
@@ -175,9 +188,13 @@ class Ghost:
 
     def server_down(self) -> None:
         self.server_up_since = None
+        if self.runs is not None:
+            self.runs.server_up_since = None
 
     def server_up(self) -> None:
         self.server_up_since = self.kernel.now
+        if self.runs is not None:
+            self.runs.server_up_since = self.kernel.now
 
     def settle(self) -> None:
         """The end of a step: check what changed since the last one."""
@@ -258,3 +275,128 @@ class Ghost:
                  if n and self.limit_of.get(lease) == limit
                  and (not recognised_only or (self.view.expiry(lease) or 0) > now)]
         return f"; owners: {', '.join(parts)}" if parts else ""
+
+
+class RunGhost:
+    """The truth about runs, claims and cancels; the invariants of the server-owned deadlines.
+
+    ======================  =======================================================
+    bounded-transition      a CANCELLING run is terminal within its deadline plus the
+                            sweep interval (a full window again after any downtime)
+    at-least-once           every run that was not cancelled ends acknowledged
+    cancelled-never-starts  work cancelled before it was created (or started) never starts
+    owner-only-update       an ack or terminal write is accepted only from the current claim
+    single-executor         a worker works on a run only under its current, unexpired
+                            claim, and never two workers on one run at once
+    ======================  =======================================================
+    """
+
+    def __init__(self, view: Any, kernel: Kernel, enabled: Iterable[str], *, deadline_within: int,
+                 claim_timeout: int) -> None:
+        self.view = view
+        self.kernel = kernel
+        enabled = set(enabled)
+        self.on_bounded = "bounded-transition" in enabled
+        self.on_delivery = "at-least-once" in enabled
+        self.on_never = "cancelled-never-starts" in enabled
+        self.on_owner = "owner-only-update" in enabled
+        self.on_single = "single-executor" in enabled
+        self.deadline_within = deadline_within
+        self.claim_timeout = claim_timeout
+        self.checks = 0
+        self.state: dict[int, str] = {}
+        self.current: dict[int, int] = {}  # run -> token of its current claim
+        self.never: set[int] = set()  # runs cancelled before they started
+        self.working: dict[int, str] = {}  # run -> the worker working on it
+        self.server_up_since: int | None = 0
+
+    def fail(self, invariant: str, message: str) -> None:
+        raise Violation(invariant, self.kernel.now, message)
+
+    # --- the run store's observer ---------------------------------------------------------------
+
+    def run_state(self, run: int, state: str) -> None:
+        self.state[run] = state
+        if state == "CANCELLING" and self.on_bounded:
+            now = self.kernel.now
+            self.kernel.after(self.deadline_within, self._check_bounded, (run, now, now))
+
+    def claimed(self, run: int, token: int) -> None:
+        self.current[run] = token
+
+    def update_accepted(self, run: int, token: int, what: str) -> None:
+        if not self.on_owner:
+            return
+        self.checks += 1
+        if self.current.get(run) != token:
+            self.fail("owner-only-update", f"run {run} was marked {what} by claim {token}, but its current "
+                      f"claim is {self.current.get(run)}: a former owner overwrote its successor")
+
+    def cancel_handled(self, run: int) -> None:
+        """The server has handled a cancel: if the run did not exist yet, or had not started, it never may."""
+        if self.state.get(run, "SCHEDULED") == "SCHEDULED":
+            self.never.add(run)
+
+    # --- the hosts' hooks ----------------------------------------------------------------------------
+
+    def work_started(self, client: str, claim: Any) -> None:
+        run = claim.run
+        other = self.working.get(run)
+        self.working[run] = client
+        if self.on_never:
+            self.checks += 1
+            if run in self.never:
+                self.fail("cancelled-never-starts", f"{client} starts run {run}, which was cancelled before it started")
+        if not self.on_single:
+            return
+        self.checks += 1
+        if other is not None and other != client:
+            self.fail("single-executor", f"{client} starts run {run} while {other} still works on it: two executions")
+        if not self._recognised(claim):
+            self.fail("single-executor", f"{client} starts run {run} under claim {claim.token}, which is not "
+                      f"current ({self._claim_state(run)})")
+
+    def work_stopped(self, client: str, claim: Any) -> None:
+        if self.working.get(claim.run) == client:
+            del self.working[claim.run]
+        if not self.on_single:
+            return
+        self.checks += 1
+        held = self.view.claim_of(claim.run)
+        if held is None or held.token != claim.token or held.idle_since + self.claim_timeout < self.kernel.now:
+            self.fail("single-executor", f"{client} worked on run {claim.run} until t={self.kernel.now} under claim "
+                      f"{claim.token}, past the moment it stopped being current ({self._claim_state(claim.run)})")
+
+    def final_check(self, workers_alive: bool) -> None:
+        """After the quiet period: every run that was not cancelled was acknowledged."""
+        if not self.on_delivery or not workers_alive:
+            return  # with every worker dead for good, nothing could have acknowledged it
+        self.checks += 1
+        for run, state in sorted(self.state.items()):
+            if state not in ("COMPLETED", "CANCELLED"):
+                self.fail("at-least-once", f"after the quiet period run {run} is still {state} "
+                          f"({self._claim_state(run)}): it was never acknowledged")
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def _check_bounded(self, arg: tuple[int, int, int]) -> None:
+        run, entered, window_start = arg
+        up = self.server_up_since
+        if up is None or up > window_start:
+            start = self.kernel.now if up is None else up
+            self.kernel.at(start + self.deadline_within, self._check_bounded, (run, entered, start))
+            return
+        self.checks += 1
+        if self.state.get(run) == "CANCELLING" and self.view.runs[run].entered == entered:
+            self.fail("bounded-transition", f"run {run} entered CANCELLING at t={entered} and is still there "
+                      f"{self.kernel.now - entered}ms later, past its deadline plus the sweep interval")
+
+    def _recognised(self, claim: Any) -> bool:
+        held = self.view.claim_of(claim.run)
+        return held is not None and held.token == claim.token and self.kernel.now < held.idle_since + self.claim_timeout
+
+    def _claim_state(self, run: int) -> str:
+        held = self.view.claim_of(run)
+        if held is None:
+            return f"run {run} has no claim"
+        return f"current claim {held.token} of {held.consumer}, idle since t={held.idle_since}"

@@ -22,6 +22,9 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "restart": ("client-or-server", {"down": "duration"}),
     "pause": ("client", {"for": "duration"}),
     "partition": ("client", {"for": "duration"}),
+    "serve": ("client", {}),
+    "submit": ("user", {"run": "int", "work": "duration"}),
+    "cancel": ("user", {"run": "int"}),
 }
 
 FAULT_ACTIONS = ("crash", "restart", "pause", "partition")
@@ -105,7 +108,10 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
         raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {action!r}")
     who, kinds = ACTIONS[action]  # type: ignore[index]
     actor = data.get("actor")
-    if not isinstance(actor, str) or not (is_client(actor) or (who == "client-or-server" and actor == "server")):
+    if who == "user":
+        if actor != "user":
+            raise ValueError(f"actor: expected 'user' (who submits and cancels runs), got {actor!r}")
+    elif not isinstance(actor, str) or not (is_client(actor) or (who == "client-or-server" and actor == "server")):
         want = "a client name such as 'c1'" + (" or 'server'" if who == "client-or-server" else "")
         raise ValueError(f"actor: expected {want}, got {actor!r}")
     try:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Iterable
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .plan import FAULT_ACTIONS
 from .runner import RunResult
 from .scenario import Scenario
 from .sim.trace import Event, format_event, format_time
@@ -20,8 +22,13 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
+def _plan_summary(result: RunResult) -> str:
+    kinds = Counter("fault" if s.action in FAULT_ACTIONS else s.action for s in result.plan)
+    words = {"acquire": "jobs", "fault": "faults", "serve": "serve loops", "submit": "submissions", "cancel": "cancels"}
+    return f"{len(result.plan)} steps: " + ", ".join(f"{kinds[k]} {words[k]}" for k in words if kinds[k])
+
+
 def render_run(console: Console, scenario: Scenario, result: RunResult, wall_seconds: float) -> None:
-    jobs = sum(1 for s in result.plan if s.action == "acquire")
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -31,7 +38,7 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
         table.add_row("bugs on", ", ".join(result.bugs))
     table.add_row("virtual time", format_time(result.virtual_time))
     table.add_row("events", f"{result.events:,} kernel events, {len(result.trace):,} in the trace")
-    table.add_row("plan", f"{len(result.plan)} steps: {jobs} jobs, {len(result.plan) - jobs} faults")
+    table.add_row("plan", _plan_summary(result))
     table.add_row("faults", _counts(result.faults))
     table.add_row("jobs ended", _counts(result.jobs))
     table.add_row("invariants", f"{', '.join(result.invariants)} ({result.checks:,} checks)")

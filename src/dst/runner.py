@@ -14,19 +14,21 @@ from typing import Any
 import attrs
 
 from .explore.generate import generate_plan
-from .invariants import Ghost, Violation
+from .invariants import Ghost, RunGhost, Violation
 from .model.bugs import Bugs
 from .model.interface import RESOURCE, SERVER
 from .model.reference import ReferenceModel
+from .model.runs import Cancel, Submit
 from .plan import FAULT_ACTIONS, Step, is_client
-from .scenario import Scenario
-from .sim.hosts import ClientHost, ResourceHost, ServerHost
+from .scenario import RUN_INVARIANTS, Scenario
+from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
 from .sim.trace import Event, digest
 
 _DRAIN_POLL = 1_000
+_RUN_ACTIONS = ("serve", "submit", "cancel")
 
 
 @attrs.frozen
@@ -92,25 +94,37 @@ class Simulation:
         streams = Streams(seed)
         self.plan = plan if plan is not None else (scenario.steps if scenario.steps is not None
                                                    else generate_plan(scenario, streams))
-        model, wl = scenario.model, scenario.workload
+        model, wl, runs = scenario.model, scenario.workload, scenario.runs
         limits = dict(model.limits)
         self.kernel = kernel = Kernel()
         self.trace: list[Event] = []
+        self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.plan])
         slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * model.store_latency[1]
         self.ghost = ghost = Ghost(None, kernel, limits, scenario.invariants,  # type: ignore[arg-type]
                                    check_lease_on_write=model.resource_contract == "token-and-lease",
                                    reclaim_within=model.ttl + model.reaper_interval + slack)
-        self.model = reference = ReferenceModel(model, wl, Bugs(scenario.bugs), ghost, kernel)
+        has_runs = runs.enabled or any(s.action in _RUN_ACTIONS for s in self.plan)
+        if has_runs:
+            ghost.runs = RunGhost(None, kernel, scenario.invariants,
+                                  deadline_within=runs.cancelling_timeout + runs.sweep_interval + 1_000 + slack,
+                                  claim_timeout=runs.redelivery_timeout)
+        # The invariants this run checks: the scenario's, less the runs part's when it has no runs.
+        self.invariants = tuple(i for i in scenario.invariants if has_runs or i not in RUN_INVARIANTS)
+        self.model = reference = ReferenceModel(model, wl, runs, Bugs(scenario.bugs), ghost, kernel,
+                                                run_observer=ghost.runs, shift_end=self.active_until)
         ghost.view = reference.store
+        if ghost.runs is not None:
+            ghost.runs.view = reference.run_store
         self.network = network = Network(kernel, streams.keyed("network"), latency=scenario.network.latency,
                                          loss=scenario.network.loss, duplicate=scenario.network.duplicate,
                                          delay=scenario.network.delay, delay_by=scenario.network.delay_by,
                                          trace=self.trace, server=SERVER)
         self.server = ServerHost(kernel, reference.service, network, self.trace, ghost, streams.keyed("scheduling"),
-                                 store_latency=model.store_latency, background_interval=model.reaper_interval,
-                                 scheduler=scenario.run.scheduler)
+                                 store_latency=model.store_latency, scheduler=scenario.run.scheduler)
         network.attach(SERVER, self.server.receive)
         network.attach(RESOURCE, ResourceHost(kernel, reference.resource, network, self.trace, ghost).receive)
+        self.user = UserHost(kernel, network, self.trace, request_timeout=wl.request_timeout, retries=wl.retries)
+        network.attach("user", self.user.receive)
 
         names = {f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)}
         self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, reference.job, wl.request_timeout)
@@ -119,14 +133,22 @@ class Simulation:
             network.attach(name, host.receive)
         self.faults: Counter[str] = Counter()
 
-    def _apply(self, step: Step) -> None:
+    def _apply(self, index: int) -> None:
+        # Plan steps are chained, one pending at a time, so a long plan does not deepen the event queue.
+        step = self.plan[index]
+        if index + 1 < len(self.plan):
+            self.kernel.at(self.plan[index + 1].at, self._apply, index + 1)
         if step.action in FAULT_ACTIONS:
             self.faults["server_restart" if step.actor == SERVER else step.action] += 1
         if step.actor == SERVER:
             self.server.restart(step.arg("down", 0))  # type: ignore[arg-type]
             return
+        if step.actor == "user":
+            request = Submit(step.arg("run"), step.arg("work", 0)) if step.action == "submit" else Cancel(step.arg("run"))
+            self.user.submit(step.id, request)
+            return
         host = self.clients[step.actor]
-        if step.action == "acquire":
+        if step.action in ("acquire", "serve"):
             host.submit(step)
         elif step.action == "crash":
             host.crash()
@@ -142,25 +164,27 @@ class Simulation:
 
     def run(self) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
-        for step in self.plan:
-            kernel.at(step.at, self._apply, step)
+        if self.plan:
+            kernel.at(self.plan[0].at, self._apply, 0)
         self.server.boot()
-        active = max([scenario.run.duration] + [s.at + 1 for s in self.plan])
         violation = None
         try:
-            kernel.run(active)
-            drain_end = active + scenario.run.drain_limit
+            kernel.run(self.active_until)
+            drain_end = self.active_until + scenario.run.drain_limit
             while kernel.now < drain_end and not all(c.idle for c in self.clients.values()):
                 kernel.run(min(kernel.now + _DRAIN_POLL, drain_end))
             kernel.run(kernel.now + scenario.run.quiet)
             self.ghost.final_check()
+            if self.ghost.runs is not None:
+                serving = {s.actor for s in self.plan if s.action == "serve"}
+                self.ghost.runs.final_check(workers_alive=any(self.clients[c].alive for c in serving))
         except Violation as v:
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message, tuple(self.trace[-20:]))
         jobs = Counter(detail.split(": ", 1)[1] for _, _, kind, detail in self.trace if kind == "job-end")
         return RunResult(
             scenario=scenario.name, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, trace=tuple(self.trace), digest=digest(self.trace), faults=dict(self.faults),
-            invariants=scenario.invariants, checks=self.ghost.checks, jobs=dict(jobs), violation=violation,
+            invariants=self.invariants, checks=self.ghost.checks + (self.ghost.runs.checks if self.ghost.runs else 0), jobs=dict(jobs), violation=violation,
         )
 
 

@@ -18,7 +18,9 @@ import attrs
 from .model.bugs import KNOWN_BUGS
 from .plan import Step, parse_duration, sort_steps, step_from_mapping
 
-INVARIANT_IDS = ("slot-accounting", "capacity", "no-foreign-release", "fenced-writes", "single-executor", "stranded-slot")
+RUN_INVARIANTS = ("bounded-transition", "at-least-once", "cancelled-never-starts", "owner-only-update")
+INVARIANT_IDS = ("slot-accounting", "capacity", "no-foreign-release", "fenced-writes", "single-executor", "stranded-slot",
+                 *RUN_INVARIANTS)
 CONTRACTS = ("token", "token-and-lease")
 SCHEDULERS = ("uniform", "pct")
 DEFAULT_NAME = "default"
@@ -82,6 +84,26 @@ class NetworkConfig:
 
 
 @attrs.frozen
+class RunsConfig:
+    """The server-owned deadlines part: runs submitted, cancelled, and served from a stream."""
+
+    submissions: int = 0  # runs submitted over the active phase; 0 leaves the part out
+    workers: int = 2  # clients c1..cN serve the stream
+    work: Range = (10_000, 120_000)
+    cancel: float = 0.3  # fraction of runs a user cancels
+    cancel_early: float = 0.2  # of those, the fraction cancelled before they are submitted
+    cancelling_timeout: int = 300_000
+    sweep_interval: int = 20_000
+    redelivery_timeout: int = 300_000
+    heartbeat_interval: int = 30_000
+    poll_interval: int = 5_000
+
+    @property
+    def enabled(self) -> bool:
+        return self.submissions > 0
+
+
+@attrs.frozen
 class FaultRate:
     """A fault kind: expected occurrences per virtual minute, and how long each lasts."""
 
@@ -110,6 +132,7 @@ class Scenario:
     workload: WorkloadConfig = WorkloadConfig()
     network: NetworkConfig = NetworkConfig()
     faults: FaultsConfig = FaultsConfig()
+    runs: RunsConfig = RunsConfig()
     invariants: tuple[str, ...] = INVARIANT_IDS
     bugs: tuple[str, ...] = ()
     steps: tuple[Step, ...] | None = None  # a scripted run; None means generated from the seed
@@ -245,7 +268,8 @@ def _names(options: tuple[str, ...], what: str) -> Callable[[object], tuple[str,
 
 # --- loading ------------------------------------------------------------------------------------
 
-_TOP_KEYS = ("name", "description", "run", "model", "workload", "network", "faults", "invariants", "bugs", "steps")
+_TOP_KEYS = ("name", "description", "run", "model", "workload", "network", "faults", "runs", "invariants", "bugs",
+             "steps")
 
 
 def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
@@ -322,6 +346,24 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
         )
     faults = FaultsConfig(**rates)
 
+    t = r.table(doc, "runs", "runs", tuple(f.name for f in attrs.fields(RunsConfig)))
+    d_runs = d.runs
+    runs = RunsConfig(
+        submissions=r.get(t, "submissions", "runs", _count(0), d_runs.submissions),
+        workers=r.get(t, "workers", "runs", _count(1), d_runs.workers),
+        work=r.get(t, "work", "runs", _range, d_runs.work),
+        cancel=r.get(t, "cancel", "runs", _probability, d_runs.cancel),
+        cancel_early=r.get(t, "cancel_early", "runs", _probability, d_runs.cancel_early),
+        cancelling_timeout=r.get(t, "cancelling_timeout", "runs", _positive_duration, d_runs.cancelling_timeout),
+        sweep_interval=r.get(t, "sweep_interval", "runs", _positive_duration, d_runs.sweep_interval),
+        redelivery_timeout=r.get(t, "redelivery_timeout", "runs", _positive_duration, d_runs.redelivery_timeout),
+        heartbeat_interval=r.get(t, "heartbeat_interval", "runs", _positive_duration, d_runs.heartbeat_interval),
+        poll_interval=r.get(t, "poll_interval", "runs", _positive_duration, d_runs.poll_interval),
+    )
+    if runs.heartbeat_interval >= runs.redelivery_timeout:
+        raise r.fail("runs.heartbeat_interval", f"less than runs.redelivery_timeout ({runs.redelivery_timeout}ms)",
+                     runs.heartbeat_interval)
+
     steps = None
     if "steps" in doc:
         raw_steps = doc["steps"]
@@ -356,6 +398,7 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
         workload=workload,
         network=network,
         faults=faults,
+        runs=runs,
         invariants=r.get(doc, "invariants", "", _names(INVARIANT_IDS, "invariant ids"), INVARIANT_IDS),
         bugs=r.get(doc, "bugs", "", _names(KNOWN_BUGS, "bug slugs"), ()),
         steps=steps,

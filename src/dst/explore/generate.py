@@ -57,6 +57,26 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
             else:
                 raw.append((at, actor, kind, {}))
 
+    runs = scenario.runs
+    if runs.enabled:
+        # Workers serve the stream from the start, and again after each restart (a new incarnation).
+        workers = {f"c{w}" for w in range(1, runs.workers + 1)}
+        raw += [(0, w, "serve", {}) for w in sorted(workers)]
+        raw += [(at, actor, "serve", {}) for at, actor, action, _ in list(raw) if action == "restart" and actor in workers]
+        rnd = streams.sequence("workload", "runs")
+        drawn = []
+        for _ in range(runs.submissions):
+            at, work = pick(rnd, (0, duration * 4 // 5)), pick(rnd, runs.work)
+            cancel_at = None
+            if rnd.random() < runs.cancel:
+                early = rnd.random() < runs.cancel_early
+                cancel_at = max(0, at - pick(rnd, (1, 10_000))) if early else at + pick(rnd, (0, work + 30_000))
+            drawn.append((at, work, cancel_at))
+        for run, (at, work, cancel_at) in enumerate(sorted(drawn), 1):  # runs numbered in submission order
+            raw.append((at, "user", "submit", {"run": run, "work": work}))
+            if cancel_at is not None:
+                raw.append((cancel_at, "user", "cancel", {"run": run}))
+
     # Ids in time order; ties by actor and action so the numbering is a pure function of the draws.
     raw.sort(key=lambda r: (r[0], r[1], r[2]))
     return sort_steps(make_step(i, at, actor, action, **args) for i, (at, actor, action, args) in enumerate(raw, 1))

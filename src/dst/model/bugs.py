@@ -24,6 +24,12 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
     "fallback-release": ("no-foreign-release",),
     "continue-after-lost-renewal": ("single-executor",),
     "expiry-boundary": ("capacity", "slot-accounting"),
+    "no-cancelling-deadline": ("bounded-transition",),
+    "no-startup-sweep": ("bounded-transition",),
+    "no-redelivery": ("at-least-once",),
+    "reclaim-while-running": ("single-executor",),
+    "no-cancel-tombstone": ("cancelled-never-starts",),
+    "unconditional-ack": ("owner-only-update",),
 }
 
 KNOWN_BUGS: tuple[str, ...] = tuple(CATALOGUE)

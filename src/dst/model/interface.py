@@ -6,9 +6,9 @@ A model is three pieces the simulator drives, plus one it is handed:
   generator that yields once before each store transaction. Every ``yield`` is a
   point where other requests may run, so concurrent requests really interleave;
   the code between two yields runs atomically. The generator's return value is
-  the response. ``background(now)`` returns handlers for the periodic loops (the
-  reaper); ``crash()`` loses process memory; ``boot()`` returns a recovery handler
-  or None.
+  the response. ``loops()`` names the periodic loops (the reaper, a sweep) and
+  ``background(loop, now)`` returns a tick's handlers; ``crash()`` loses process
+  memory; ``boot()`` returns recovery handlers (a startup sweep).
 * a **client** program: a generator per job that yields commands (below) and is
   resumed with their results.
 * a **resource**: ``write(request)`` -> response, atomic, called on delivery.
@@ -213,12 +213,16 @@ class View(Protocol):
 class Service(Protocol):
     def handle(self, request: Request) -> Handler: ...
 
-    def background(self, now: int) -> list[tuple[int, Handler]]:
-        """Handlers for one tick of the background loops, each with a key for its draws."""
+    def loops(self) -> list[tuple[str, int]]:
+        """The background loops, by name, with their intervals; they start again after every boot."""
+
+    def background(self, loop: str, now: int) -> list[tuple[int, Handler]]:
+        """Handlers for one tick of a background loop, each with a key for its draws."""
 
     def crash(self) -> None: ...
 
-    def boot(self) -> Handler | None: ...
+    def boot(self) -> list[tuple[int, Handler]]:
+        """Recovery handlers to run as the process starts (a startup sweep), with keys."""
 
 
 class Resource(Protocol):

@@ -27,8 +27,8 @@ from .interface import (Acquire, Denied, Done, Evict, Exit, Granted, Handler, Oc
                         Renewed, Request)
 from .store import Lease, Store
 
-# Keys for background handlers' draws live above every client message key.
-BACKGROUND_KEY = 1 << 62
+# Keys for background handlers' draws live above every client message key; the reaper's are tagged 1.
+BACKGROUND_KEY = (1 << 62) | (1 << 56)
 # Prefect v1 tag limits: leases with a 100-year TTL (V1_LEASE_TTL).
 IMMORTAL_TTL = 100 * 365 * 24 * 3600 * 1000
 
@@ -42,23 +42,21 @@ class Clock(Protocol):
 
 class LeaseService:
     def __init__(self, store: Store, clock: Clock, *, limits: dict[str, int], ttl: int, retry_after: int,
-                 bugs: Bugs) -> None:
+                 reaper_interval: int, bugs: Bugs) -> None:
         self.store = store
         self.clock = clock
         self.limits = limits
         # wrong (immortal-lease): a TTL that is effectively infinite is never reclaimed (Prefect #9895).
         self.ttl = IMMORTAL_TTL if bugs.immortal_lease else ttl
         self.retry_after = retry_after
+        self.reaper_interval = reaper_interval
         self.bugs = bugs
         self._tick = 0
 
     # --- requests ---------------------------------------------------------------------------
 
     def handle(self, request: Request) -> Handler:
-        handler = self._handlers.get(type(request))
-        if handler is None:
-            raise TypeError(f"the lease service does not handle {request!r}")
-        return handler(self, request)
+        return self._handlers[type(request)](self, request)
 
     def _acquire(self, req: Acquire) -> Handler:
         yield
@@ -146,7 +144,10 @@ class LeaseService:
 
     # --- background -------------------------------------------------------------------------
 
-    def background(self, now: int) -> list[tuple[int, Handler]]:
+    def loops(self) -> list[tuple[str, int]]:
+        return [("reaper", self.reaper_interval)]
+
+    def background(self, loop: str, now: int) -> list[tuple[int, Handler]]:
         """One reaper tick: a reap job per lease expired at ``now``."""
         self._tick += 1
         return [(BACKGROUND_KEY | (self._tick << 24) | i, self._reap(lease_id))
@@ -166,7 +167,7 @@ class LeaseService:
     def crash(self) -> None:
         self.store.lose_memory()
 
-    def boot(self) -> Handler | None:
-        return None
+    def boot(self) -> list[tuple[int, Handler]]:
+        return []
 
     _handlers = {Acquire: _acquire, Renew: _renew, Release: _release, Exit: _exit, Owner: _owner, Evict: _evict}

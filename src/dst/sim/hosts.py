@@ -37,13 +37,13 @@ class ClientHost:
     )
 
     def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
-                 make_job: Callable[[str, Any], Generator], request_timeout: int) -> None:
+                 make_job: Callable[[str, int, Any], Generator], request_timeout: int) -> None:
         self.name = name
         self.kernel = kernel
         self.network = network
         self.trace = trace
         self.ghost = ghost
-        self.make_job = make_job  # (client name, plan step) -> job generator
+        self.make_job = make_job  # (client name, incarnation, plan step) -> job generator
         self.timeout = request_timeout
         self.alive = True
         self.incarnation = 1
@@ -143,7 +143,7 @@ class ClientHost:
 
     def _next_job(self) -> None:
         step = self.jobs.popleft()
-        self.job = self.make_job(self.name, step)
+        self.job = self.make_job(self.name, self.incarnation, step)
         self.job_step = step.id
         self.sent = 0
         self.trace.append((self.kernel.now, self.name, "job", f"step {step.id}"))
@@ -225,11 +225,11 @@ class ServerHost:
     change point (its 1st to 4th step, drawn too) where its priority drops to the bottom.
     """
 
-    __slots__ = ("kernel", "service", "network", "trace", "ghost", "rng", "lo", "span", "interval", "epoch", "up",
+    __slots__ = ("kernel", "service", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
                  "restarts", "last_boot", "pct")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
-                 *, store_latency: tuple[int, int], background_interval: int, scheduler: str = "uniform") -> None:
+                 *, store_latency: tuple[int, int], scheduler: str = "uniform") -> None:
         self.kernel = kernel
         self.service = service
         self.network = network
@@ -237,7 +237,6 @@ class ServerHost:
         self.ghost = ghost
         self.rng = rng
         self.lo, self.span = store_latency[0], store_latency[1] - store_latency[0] + 1
-        self.interval = background_interval
         self.epoch = 0
         self.up = False
         self.restarts = 0
@@ -249,10 +248,10 @@ class ServerHost:
         self.last_boot = self.kernel.now
         self.ghost.server_up()
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
-        recovery = self.service.boot()
-        if recovery is not None:
-            self._step([recovery, 0, 0, None, self.epoch])
-        self.kernel.after(self.interval, self._tick, self.epoch)
+        for key, recovery in self.service.boot():
+            self._step([recovery, key, 0, None, self.epoch])
+        for loop, interval in self.service.loops():
+            self.kernel.after(interval, self._tick, (self.epoch, loop, interval))
 
     def restart(self, down: int) -> None:
         self.restarts += 1
@@ -287,6 +286,8 @@ class ServerHost:
             response = stop.value
             self.ghost.settle()
             message = task[3]
+            if message is not None:
+                self.ghost.handled(message[3])
             if message is not None and response is not None:
                 self.trace.append((self.kernel.now, "server", "reply", f"{response.describe()} to {message[0]} ({key_name(message[2] | RESPONSE)})"))
                 self.network.send(("server", message[0], message[2] | RESPONSE, response))
@@ -302,12 +303,47 @@ class ServerHost:
         r = self.rng.bits(task[1], task[2])
         self.kernel.after_ranked(self.lo + r % self.span, r >> 44, self._step, task)
 
-    def _tick(self, epoch: int) -> None:
+    def _tick(self, arg: tuple[int, str, int]) -> None:
+        epoch, loop, interval = arg
         if epoch != self.epoch:
-            return
-        for key, handler in self.service.background(self.kernel.now):
+            return  # the loop belonged to a process that restarted
+        for key, handler in self.service.background(loop, self.kernel.now):
             self._step([handler, key, 0, None, epoch])
-        self.kernel.after(self.interval, self._tick, epoch)
+        self.kernel.after(interval, self._tick, arg)
+
+
+class UserHost:
+    """The people and programs outside the system: each step is one request, retried on timeout,
+    independent of every other (a user does not wait for one cancel before the next submit)."""
+
+    __slots__ = ("kernel", "network", "trace", "timeout", "retries", "pending")
+
+    def __init__(self, kernel: Kernel, network: Network, trace: list, *, request_timeout: int, retries: int) -> None:
+        self.kernel = kernel
+        self.network = network
+        self.trace = trace
+        self.timeout = request_timeout
+        self.retries = retries
+        self.pending: dict[int, tuple[int, int, Any]] = {}  # message key -> (step id, try, request)
+
+    def submit(self, step_id: int, request: Any) -> None:
+        self._send(step_id, 0, request)
+
+    def _send(self, step_id: int, n: int, request: Any) -> None:
+        key = message_key(step_id, n)
+        self.pending[key] = (step_id, n, request)
+        self.trace.append((self.kernel.now, "user", "send", f"{request.describe()} ({key_name(key)})"))
+        self.network.send(("user", "server", key, request))
+        self.kernel.after(self.timeout, self._timed_out, key)
+
+    def _timed_out(self, key: int) -> None:
+        entry = self.pending.pop(key, None)
+        if entry is not None and entry[1] < self.retries:
+            self._send(entry[0], entry[1] + 1, entry[2])
+
+    def receive(self, message: tuple) -> None:
+        if self.pending.pop(message[2] & ~RESPONSE, None) is not None:
+            self.trace.append((self.kernel.now, "user", "recv", f"{message[3].describe()} ({key_name(message[2])})"))
 
 
 class ResourceHost:
