@@ -188,7 +188,7 @@ def test_every_key_overridden(tmp_path: Path) -> None:
         steps=None,
         source=str(path),
     )
-    assert s.model.limit("cache") == 1
+    assert dict(s.model.limits)["cache"] == 1
 
 
 def test_workload_limit_defaults_to_the_first_limit_by_name(tmp_path: Path) -> None:
@@ -682,7 +682,7 @@ def test_junk_under_known_keys_loads_or_raises_scenario_error(junk_file: Path, a
         event("loaded")
         assert isinstance(scenario, Scenario)
         assert scenario.source == str(junk_file)
-        assert scenario.workload.slots <= scenario.model.limit(scenario.workload.limit)
+        assert scenario.workload.slots <= dict(scenario.model.limits)[scenario.workload.limit]
 
 
 def test_serializer_round_trips() -> None:
@@ -754,3 +754,29 @@ def test_scripted_scenario_runs_exactly_its_steps(tmp_path: Path, seed: int) -> 
 def test_scripted_run_is_deterministic(tmp_path: Path) -> None:
     scenario = load_scenario(write(tmp_path, SCRIPT))
     assert run(scenario, 5).trace == run(scenario, 5).trace
+
+
+# --- writing a scenario back out --------------------------------------------------------------------
+
+def _every_shipped_scenario() -> list[Path]:
+    return sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", _every_shipped_scenario(), ids=lambda p: p.stem)
+def test_a_scenario_written_out_reads_back_the_same(path: Path) -> None:
+    from dst.explore.swarm import swarm
+    from dst.scenario import parse_scenario, scenario_to_doc
+
+    for scenario in (load_scenario(path), swarm(load_scenario(path), 7)):
+        again = parse_scenario(scenario_to_doc(scenario), scenario.source)
+        assert again == scenario
+
+
+def test_a_scripted_scenario_written_out_keeps_its_steps(tmp_path: Path) -> None:
+    from dst.scenario import parse_scenario, scenario_to_doc
+
+    path = tmp_path / "s.toml"
+    path.write_text('steps = [{ at = "1.5s", actor = "c1", action = "acquire", work = "250ms", writes = 0 },'
+                    ' { id = 9, at = "2s", actor = "server", action = "restart", down = "1s" }]\n')
+    scenario = load_scenario(path)
+    assert parse_scenario(scenario_to_doc(scenario), str(path)) == scenario
