@@ -41,7 +41,7 @@ def _delays(result) -> dict[str, int]:
     """For each client->server message: the network delay it saw (send to server recv)."""
     sent, delays = {}, {}
     for time, actor, kind, detail in result.trace:
-        key = re.search(r"\((\d+\.\d+)\)$", detail)
+        key = re.search(r"\((\d+\.\d+\.\d+)\)$", detail)
         if key is None:
             continue
         if kind == "send" and "to server" in detail:

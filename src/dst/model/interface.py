@@ -42,6 +42,7 @@ Handler = Generator[None, None, "Response | None"]
 
 @attrs.frozen
 class Acquire:
+    kind = 1  # its message kind, for keyed draws (not a field)
     limit: str
     slots: int
     holder: str
@@ -52,6 +53,7 @@ class Acquire:
 
 @attrs.frozen
 class Renew:
+    kind = 2  # its message kind, for keyed draws (not a field)
     lease: int
     holder: str
 
@@ -61,6 +63,7 @@ class Renew:
 
 @attrs.frozen
 class Release:
+    kind = 3  # its message kind, for keyed draws (not a field)
     lease: int
     holder: str
     limit: str  # what the holder took, as Prefect's fallback_concurrency_limit_ids carry it
@@ -74,6 +77,7 @@ class Release:
 class Exit:
     """A run that holds no lease leaves its active state (it was never admitted, or gave up waiting)."""
 
+    kind = 4  # its message kind, for keyed draws (not a field)
     limit: str
     slots: int
     holder: str
@@ -86,6 +90,7 @@ class Exit:
 class Owner:
     """Which lease occupies a seat: the read half of a read-then-delete release."""
 
+    kind = 5  # its message kind, for keyed draws (not a field)
     limit: str
     seat: int
 
@@ -97,6 +102,7 @@ class Owner:
 class Evict:
     """Delete whatever lease occupies a seat, by key, on behalf of the lease named."""
 
+    kind = 6  # its message kind, for keyed draws (not a field)
     limit: str
     seat: int
     lease: int
@@ -109,6 +115,7 @@ class Evict:
 class Write:
     """A protected write to one seat of a limit (the resource fences each seat on its own)."""
 
+    kind = 7  # its message kind, for keyed draws (not a field)
     token: int
     lease: int
     holder: str

@@ -45,6 +45,7 @@ _DEADLINE_TICK = 1_000  # the timer wheel's resolution
 
 @attrs.frozen
 class Submit:
+    kind = 8  # its message kind, for keyed draws (not a field)
     run: int
     work: int
 
@@ -54,6 +55,7 @@ class Submit:
 
 @attrs.frozen
 class Cancel:
+    kind = 9  # its message kind, for keyed draws (not a field)
     run: int
 
     def describe(self) -> str:
@@ -62,6 +64,7 @@ class Cancel:
 
 @attrs.frozen
 class Read:
+    kind = 10  # its message kind, for keyed draws (not a field)
     consumer: str
 
     def describe(self) -> str:
@@ -70,6 +73,7 @@ class Read:
 
 @attrs.frozen
 class Heartbeat:
+    kind = 11  # its message kind, for keyed draws (not a field)
     run: int
     token: int
 
@@ -81,6 +85,7 @@ class Heartbeat:
 class Ack:
     """The run's terminal write: COMPLETED, or CANCELLED when ``cancelled`` (the worker confirms a cancel)."""
 
+    kind = 12  # its message kind, for keyed draws (not a field)
     run: int
     token: int
     cancelled: bool = False

@@ -50,7 +50,7 @@ class ClientHost:
         self.jobs: deque = deque()
         self.job: Generator | None = None
         self.job_step = 0  # the plan step id of the running job: the key space of its messages
-        self.sent = 0  # messages sent by the running job
+        self.sent: dict[int, int] = {}  # messages of each kind sent by the running job
         self.wait = 0  # bumped on every wait; a wake-up carrying an older value is stale
         self.pending = -1  # key of the request awaiting its response
         self.working: int | None = None  # lease id while inside a WORK slice
@@ -145,7 +145,7 @@ class ClientHost:
         step = self.jobs.popleft()
         self.job = self.make_job(self.name, self.incarnation, step)
         self.job_step = step.id
-        self.sent = 0
+        self.sent = {}
         self.trace.append((self.kernel.now, self.name, "job", f"step {step.id}"))
         self._advance(None)
 
@@ -186,8 +186,10 @@ class ClientHost:
             kernel.after(ms, self._wake, (self.wait, 0))
         elif op == CALL:
             request = command[2]
-            key = message_key(self.job_step, self.sent)
-            self.sent += 1
+            kind = request.kind
+            n = self.sent.get(kind, 0)
+            self.sent[kind] = n + 1
+            key = message_key(self.job_step, kind, n)
             self.pending = key
             self.trace.append((kernel.now, self.name, "send", f"{request.describe()} to {command[1]} ({key_name(key)})"))
             self.network.send((self.name, command[1], key, request))
@@ -330,7 +332,7 @@ class UserHost:
         self._send(step_id, 0, request)
 
     def _send(self, step_id: int, n: int, request: Any) -> None:
-        key = message_key(step_id, n)
+        key = message_key(step_id, request.kind, n)
         self.pending[key] = (step_id, n, request)
         self.trace.append((self.kernel.now, "user", "send", f"{request.describe()} ({key_name(key)})"))
         self.network.send(("user", "server", key, request))

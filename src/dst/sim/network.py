@@ -20,15 +20,17 @@ RESPONSE = 1 << 63
 _N_BITS = 20
 
 
-def message_key(step_id: int, n: int) -> int:
-    """The key of the ``n``-th message sent on behalf of plan step ``step_id``."""
-    return (step_id << _N_BITS) | n
+def message_key(step_id: int, kind: int, n: int) -> int:
+    """The key of the ``n``-th message of one kind (a request type's number) sent for plan step
+    ``step_id``. Counting per kind keeps a release's key, and so its draws, the same however many
+    acquire attempts came before it."""
+    return (step_id << _N_BITS) | (kind << 12) | n
 
 
 def key_name(key: int) -> str:
-    """``17.3`` for step 17's message 3; ``17.3r`` for its response."""
+    """``17.3.0`` for step 17's first message of kind 3; ``17.3.0r`` for its response."""
     base = key & ~RESPONSE
-    return f"{base >> _N_BITS}.{base & ((1 << _N_BITS) - 1)}{'r' if key & RESPONSE else ''}"
+    return f"{base >> _N_BITS}.{(base >> 12) & 0xFF}.{base & 0xFFF}{'r' if key & RESPONSE else ''}"
 
 
 Message = tuple[str, str, int, object]

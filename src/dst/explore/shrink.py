@@ -1,0 +1,231 @@
+"""The minimizer: from a violating run to the smallest run that violates the same invariant.
+
+Hypothesis's shrinker contract (``internal/conjecture/shrinker.py``): passes make
+deterministic progress, a candidate is accepted only if it is *smaller* in one fixed
+order, every pass runs under a call budget, and the reason it stopped is an enum.
+
+"Smaller" compares, in order: the number of plan steps, the number of clients, the total
+duration of the steps (work, pauses, partitions, downtime), how late the last step is,
+then the rest (writes, slots, capacity, randomness left in the network and store). The
+passes, run until none makes progress:
+
+1. delete chunks of steps, halving the chunk size down to one (adaptive deletion);
+2. delete every step of one client;
+3. shorten durations (to zero, half, whole seconds) and close gaps between steps;
+4. lower counts: renumber clients densely, fewer writes and slots, a smaller capacity;
+5. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
+   the uniform scheduler.
+
+The minimizer changes only what the correct model is correct under whatever its value
+(the plan, capacities, the network's randomness): never timeouts, TTLs or the quiet
+period, which could make a correct model look guilty. Steps keep their ids, so the keyed
+random draws of the steps that stay do not shift when one is deleted.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Callable, Iterable, Iterator
+
+import attrs
+
+from ..plan import ACTIONS, Step, sort_steps
+from ..runner import RunResult, run
+from ..scenario import Scenario
+
+
+class StopReason(enum.Enum):
+    CONVERGED = "converged: no smaller candidate violates the invariant"
+    RUN_BUDGET = "run budget spent"
+    TIME_BUDGET = "time budget spent"
+
+
+class _Budget(Exception):
+    def __init__(self, reason: StopReason) -> None:
+        self.reason = reason
+
+
+@attrs.frozen
+class Shrunk:
+    scenario: Scenario  # the smallest violating scenario, its plan as scripted steps
+    seed: int
+    result: RunResult  # its run
+    steps_before: int
+    runs: int
+    seconds: float
+    stop: StopReason
+
+    @property
+    def steps_after(self) -> int:
+        return len(self.scenario.steps or ())
+
+
+def _durations(step: Step) -> int:
+    kinds = ACTIONS[step.action][1]
+    return sum(v for k, v in step.args if kinds.get(k) == "duration")  # type: ignore[misc]
+
+
+def _size(s: Scenario) -> tuple:
+    """The fixed order candidates must go down in."""
+    steps = s.steps or ()
+    clients = {st.actor for st in steps if st.actor.startswith("c")}
+    net = s.network
+    noise = (net.loss > 0) + (net.duplicate > 0) + (net.delay > 0) + (net.latency[0] != net.latency[1]) \
+        + (s.model.store_latency[0] != s.model.store_latency[1]) + (s.run.scheduler != "uniform")
+    return (len(steps), len(clients), sum(_durations(st) for st in steps), max((st.at for st in steps), default=0),
+            sum(st.at for st in steps), sum(int(st.arg("writes", 0)) + int(st.arg("slots", 0)) for st in steps),
+            sum(cap for _, cap in s.model.limits), noise, max((int(a[1:]) for a in clients), default=0))
+
+
+class Shrinker:
+    def __init__(self, scenario: Scenario, seed: int, invariant: str, *, max_runs: int = 3000,
+                 seconds: float = 120.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seed = seed
+        self.invariant = invariant
+        self.max_runs = max_runs
+        self.deadline = clock() + seconds
+        self.clock = clock
+        self.runs = 0
+        self.best = scenario
+        self.best_result: RunResult | None = None
+
+    def consider(self, candidate: Scenario) -> bool:
+        """Run ``candidate``; keep it if it is smaller and violates the same invariant."""
+        if _size(candidate) >= _size(self.best):
+            return False
+        if self.runs >= self.max_runs:
+            raise _Budget(StopReason.RUN_BUDGET)
+        if self.clock() >= self.deadline:
+            raise _Budget(StopReason.TIME_BUDGET)
+        self.runs += 1
+        result = run(candidate, self.seed)
+        if result.violation is None or result.violation.invariant != self.invariant:
+            return False
+        self.best, self.best_result = candidate, result
+        return True
+
+    def with_steps(self, steps: Iterable[Step]) -> Scenario:
+        return attrs.evolve(self.best, steps=sort_steps(steps))
+
+    # --- passes ------------------------------------------------------------------------------
+
+    def delete_chunks(self) -> None:
+        size = max(1, len(self.best.steps or ()) // 2)
+        while size >= 1:
+            i = 0
+            while i < len(self.best.steps or ()):
+                steps = self.best.steps or ()
+                if not self.consider(self.with_steps(steps[:i] + steps[i + size:])):
+                    i += 1
+            size //= 2
+
+    def delete_clients(self) -> None:
+        for actor in sorted({s.actor for s in self.best.steps or ()}):
+            self.consider(self.with_steps(s for s in self.best.steps or () if s.actor != actor))
+
+    def shorten(self) -> None:
+        for index in range(len(self.best.steps or ())):
+            for candidate in _shorter_steps((self.best.steps or ())[index]):
+                steps = list(self.best.steps or ())
+                if index < len(steps):
+                    steps[index] = candidate
+                    if self.consider(self.with_steps(steps)):
+                        break
+        # Close the gap before each step, moving it and everything after it earlier.
+        index = 0
+        while index < len(self.best.steps or ()):
+            steps = self.best.steps or ()
+            gap = steps[index].at - (steps[index - 1].at if index else 0)
+            for cut in dict.fromkeys((gap, gap // 2, gap % 1000)):
+                if cut and self.consider(self.with_steps(
+                        steps[:index] + tuple(attrs.evolve(s, at=s.at - cut) for s in steps[index:]))):
+                    break
+            index += 1
+
+    def lower_counts(self) -> None:
+        steps = self.best.steps or ()
+        order = list(dict.fromkeys(s.actor for s in steps if s.actor.startswith("c")))
+        rename = {old: f"c{i}" for i, old in enumerate(order, 1)}
+        if any(old != new for old, new in rename.items()):
+            self.consider(self.with_steps(attrs.evolve(s, actor=rename.get(s.actor, s.actor)) for s in steps))
+        for name in ("writes", "slots"):
+            for index in range(len(self.best.steps or ())):
+                steps = list(self.best.steps or ())
+                value = steps[index].arg(name)
+                if isinstance(value, int) and value > (0 if name == "writes" else 1):
+                    for lower in dict.fromkeys((0 if name == "writes" else 1, value // 2, value - 1)):
+                        steps[index] = _with_arg(steps[index], name, lower)
+                        if self.consider(self.with_steps(steps)):
+                            break
+        for limit, cap in self.best.model.limits:
+            for lower in dict.fromkeys((1, cap - 1)):
+                if 0 < lower < cap:
+                    limits = tuple((n, lower if n == limit else c) for n, c in self.best.model.limits)
+                    if self.consider(attrs.evolve(self.best, model=attrs.evolve(self.best.model, limits=limits))):
+                        break
+
+    def plain_environment(self) -> None:
+        for change in _plainer(self.best):
+            self.consider(change(self.best))
+
+    def shrink(self) -> StopReason:
+        passes = (self.delete_chunks, self.delete_clients, self.shorten, self.lower_counts, self.plain_environment)
+        try:
+            while True:
+                before = _size(self.best)
+                for p in passes:
+                    p()
+                if _size(self.best) == before:
+                    return StopReason.CONVERGED
+        except _Budget as budget:
+            return budget.reason
+
+
+def _with_arg(step: Step, name: str, value: object) -> Step:
+    return attrs.evolve(step, args=tuple(sorted({**dict(step.args), name: value}.items())))
+
+
+def _shorter_steps(step: Step) -> Iterator[Step]:
+    kinds = ACTIONS[step.action][1]
+    for name, value in step.args:
+        if kinds.get(name) == "duration" and isinstance(value, int) and value > 0:
+            for shorter in dict.fromkeys((0, value // 2, value - value % 1000)):
+                if shorter < value:
+                    yield _with_arg(step, name, shorter)
+
+
+def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
+    """Simplifications of the environment, one at a time, in a fixed order."""
+    net_changes = {"loss": 0.0, "duplicate": 0.0, "delay": 0.0}
+    for name, value in net_changes.items():
+        yield lambda sc, n=name, v=value: attrs.evolve(sc, network=attrs.evolve(sc.network, **{n: v}))
+    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, latency=(sc.network.latency[0],) * 2))
+    yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_latency=(sc.model.store_latency[0],) * 2))
+    yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
+
+
+def scripted(scenario: Scenario, plan: tuple[Step, ...]) -> Scenario:
+    """The scenario as an exact script of ``plan``: generation settings that no longer matter are zeroed,
+    so the file reads as what it is."""
+    faults = attrs.evolve(scenario.faults, **{k: attrs.evolve(f, rate=0.0) for k, f in scenario.faults.kinds()})
+    clients = max([int(s.actor[1:]) for s in plan if s.actor.startswith("c")] + [1])
+    return attrs.evolve(scenario, steps=plan, faults=faults,
+                        workload=attrs.evolve(scenario.workload, clients=clients, jobs=0),
+                        runs=attrs.evolve(scenario.runs, submissions=0))
+
+
+def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: str, *, max_runs: int = 3000,
+           seconds: float = 120.0, clock: Callable[[], float] = time.monotonic) -> Shrunk:
+    """Minimize the run of ``plan`` under ``scenario`` and ``seed``, which must violate ``invariant``."""
+    began = clock()
+    start = scripted(scenario, plan)
+    first = run(start, seed)
+    if first.violation is None or first.violation.invariant != invariant:
+        raise ValueError(f"the run does not violate {invariant}: nothing to minimize")
+    shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock)
+    shrinker.best_result = first
+    stop = shrinker.shrink()
+    final = shrinker.best_result
+    assert final is not None
+    return Shrunk(shrinker.best, seed, final, len(plan), shrinker.runs + 1, clock() - began, stop)
