@@ -44,9 +44,9 @@ def _readings(checkpoints: tuple[int, ...]) -> dict[str, Any]:
     """In the child: count seed 0's cyclic garbage, then run seeds 0, 1, ... of the default
     scenario, reading after the first (the baseline: imports and a run) and at each checkpoint."""
     scenario = load_scenario()
-    readings: dict[str, Any] = {"cyclic_garbage_per_run": _cyclic_garbage(partial(run, scenario, 0))}
+    readings: dict[str, Any] = {"cyclic_garbage_per_run": _cyclic_garbage(partial(run, scenario, 0)), "violations": 0}
     for seed in range(max(checkpoints)):
-        run(scenario, seed)
+        readings["violations"] += not run(scenario, seed).ok
         if seed == 0:
             readings["baseline"] = _reading()
         if seed + 1 in checkpoints:
@@ -55,7 +55,7 @@ def _readings(checkpoints: tuple[int, ...]) -> dict[str, Any]:
 
 
 def memory_readings(checkpoints: tuple[int, ...]) -> dict[str, Any]:
-    """One fresh process's readings: ``baseline``, one per checkpoint (a number of seeds), and
-    ``cyclic_garbage_per_run`` (of seed 0)."""
+    """One fresh process's readings: ``baseline``, one per checkpoint (a number of seeds),
+    ``cyclic_garbage_per_run`` (of seed 0) and ``violations`` (over all the seeds)."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(_readings, checkpoints).result()

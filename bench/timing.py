@@ -3,9 +3,10 @@ noisy machine hits them all alike. Figures are medians over rounds; a ratio is t
 the per-round ratios (each round's pair ran back to back), with its interquartile range.
 Short rounds and many of them pair better than long ones on this machine.
 
-Time is this process's CPU time (``time.process_time``), not the wall clock: the code timed is
-single-threaded and CPU-bound, and on a shared two-core machine the wall clock also counts
-the moments another process had the core.
+Time is this process's CPU time (``time.process_time``) by default, not the wall clock: the code
+timed is single-threaded and CPU-bound, and on a shared two-core machine the wall clock also
+counts the moments another process had the core. Work spread over worker processes is the
+exception (this process's CPU time does not see it): ``interleave`` takes the wall clock for it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from dst.scenario import Scenario
 Contender = Callable[[], int]  # does one round of work, returns how many units (events) it did
 
 
-def interleave(contenders: Mapping[str, Contender], rounds: int) -> dict[str, list[float]]:
+def interleave(contenders: Mapping[str, Contender], rounds: int,
+               clock: Callable[[], float] = clock) -> dict[str, list[float]]:
     """Time every contender once per round, rotating who goes first; units per second per round."""
     names = list(contenders)
     rates: dict[str, list[float]] = {name: [] for name in names}

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dst.cli import main
-from dst.explore.fuzz import Shard, Tally, campaign, seeds, shape
+from dst.explore.fuzz import Shard, Tally, campaign, seeds
+from dst.invariants import shape
 from dst.explore.selftest import bug_scenario, find_bug
 from dst.explore.swarm import swarm
 from dst.model.bugs import CATALOGUE, KNOWN_BUGS

@@ -1,8 +1,10 @@
 """``dst`` subcommands: the only place that parses arguments and picks exit codes.
 
-Exit codes: 0 no violation; 1 a violation (or, for ``run --check-determinism``, a run
-that did not replay identically; for ``selftest``, a bug missed or a false alarm);
-2 a usage or input error; 130 a campaign interrupted before it found anything.
+Exit codes: 0 no violation (``replay``: every finding reproduces exactly); 1 a violation
+(``run --check-determinism``: a run that did not replay identically; ``selftest``: a bug
+missed or a false alarm; ``replay``: a finding that no longer reproduces or diverged);
+2 a usage or input error (a bad flag, scenario or finding file); 130 a campaign
+interrupted before it found anything.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any, Sequence
 
 import attrs
 
 from . import __version__
-from .explore.fuzz import Shard, Tally, campaign, seeds
+from .explore.fuzz import Outcome, Shard, Tally, campaign, seeds
 from .explore.swarm import swarm
+from .findings import FindingError
 from .model.bugs import CATALOGUE, KNOWN_BUGS
 from .plan import parse_duration
 from .runner import RunResult, run
@@ -114,8 +118,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-swarm", dest="swarm", action="store_false",
                    help="run every seed with the scenario's faults as written (default: each seed picks them)")
     p.add_argument("--stop-on-first", action="store_true", help="stop at the first violation")
+    p.add_argument("--findings", metavar="DIR", default="findings",
+                   help="where to write a minimized finding per new signature (default: findings)")
+    p.add_argument("--no-findings", action="store_true", help="do not minimize or write findings")
+    p.add_argument("--shrink-candidates", type=_positive, default=1, metavar="K",
+                   help="minimize the first K seeds of each signature and keep the smallest (default 1)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(handler=_cmd_fuzz)
+
+    p = sub.add_parser("shrink", help="minimize one violating seed and write it as a finding")
+    p.add_argument("--seed", type=_seed, required=True, help="the violating seed")
+    scenario_options(p)
+    p.add_argument("--swarm", action="store_true", help="the seed's swarm choices, as dst fuzz ran it")
+    p.add_argument("--findings", metavar="DIR", default="findings", help="where to write it (default: findings)")
+    p.add_argument("--max-runs", type=_positive, default=3000, metavar="N", help="minimizer run budget (default 3000)")
+    p.add_argument("--time-budget", type=_seconds, default=120.0, metavar="DURATION",
+                   help="minimizer time budget (default 120s)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.set_defaults(handler=_cmd_shrink)
+
+    p = sub.add_parser("replay", help="re-run findings exactly and say whether they still reproduce")
+    p.add_argument("files", nargs="+", metavar="FILE", help="finding files (findings/NNN-....toml)")
+    p.add_argument("--quiet", action="store_true", help="only the verdicts, no timelines")
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    p.set_defaults(handler=_cmd_replay)
 
     p = sub.add_parser("selftest", help="prove every catalogue bug is found and the correct model is never accused")
     p.add_argument("--bug", action="append", default=[], metavar="SLUG", help="only these slugs (repeatable)")
@@ -127,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_positive, default=os.cpu_count() or 1, metavar="N",
                    help="parallel processes (default: the number of cores)")
     p.add_argument("--no-swarm", dest="swarm", action="store_false", help="run the scenarios as written")
+    p.add_argument("--findings", metavar="DIR", help="also minimize each bug's violation and write it as a finding here")
+    p.add_argument("--shrink-candidates", type=_positive, default=3, metavar="K",
+                   help="with --findings: minimize the first K violations of each bug, keep the smallest (default 3)")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(handler=_cmd_selftest)
     return parser
@@ -141,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
-    except ScenarioError as e:
+    except (ScenarioError, FindingError) as e:
         print(f"dst: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -264,11 +293,14 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     progress = FuzzProgress(_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
     outcomes = campaign(scenario, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=args.workers,
                         deadline=deadline)
+    recorder = None if args.no_findings else _Recorder(args, scenario)
     try:
         with progress:
             for outcome in outcomes:
                 tally.add(outcome)
                 progress.update(tally, time.monotonic() - started)
+                if recorder is not None and outcome.invariant is not None:
+                    recorder.consider(outcome, tally)
                 if args.stop_on_first and tally.violations:
                     break
     except KeyboardInterrupt:
@@ -278,6 +310,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     wall = time.monotonic() - started
 
     report = _fuzz_report(args, scenario, tally, wall, interrupted, first, stop)
+    report["findings"] = [] if recorder is None else recorder.report()
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -321,6 +354,124 @@ def _fuzz_report(args: argparse.Namespace, scenario: Scenario, tally: Tally, wal
     }
 
 
+class _Recorder:
+    """Minimizes the first K seeds of each new signature as the campaign finds them, and writes the
+    smallest as a finding, so an interrupted campaign keeps every finding it made."""
+
+    def __init__(self, args: argparse.Namespace, scenario: Scenario) -> None:
+        self.args = args
+        self.scenario = scenario
+        self.directory = Path(args.findings)
+        self.best: dict[str, Any] = {}  # signature -> smallest Shrunk so far
+        self.tried: dict[str, int] = {}
+        self.written: dict[str, Any] = {}  # signature -> Recorded
+
+    def consider(self, outcome: Outcome, tally: Tally) -> None:
+        from .explore.record import minimize, record
+
+        sig = outcome.signature or ""
+        if self.tried.get(sig, 0) >= self.args.shrink_candidates:
+            return
+        self.tried[sig] = self.tried.get(sig, 0) + 1
+        shrunk = minimize(self.scenario, outcome.seed, use_swarm=self.args.swarm)
+        if shrunk is None:
+            return
+        best = self.best.get(sig)
+        if best is None or shrunk.steps_after < best.steps_after:
+            self.best[sig] = shrunk
+        if self.tried[sig] == self.args.shrink_candidates or self.args.stop_on_first:
+            self._write(sig)
+
+    def _write(self, sig: str) -> None:
+        from .explore.record import record
+
+        from .findings import signature
+
+        shrunk = self.best[sig]
+        invariant, shape_ = sig.split(": ", 1)
+        origin = {"scenario": self.scenario.source, "seed": shrunk.seed, "swarm": self.args.swarm,
+                  "signature": signature(self.scenario.bugs, invariant, shape_)}
+        self.written[sig] = record(shrunk, self.directory, origin)
+
+    def report(self) -> list[dict[str, Any]]:
+        for sig in self.best:  # candidates still pending when the campaign ended
+            if sig not in self.written:
+                self._write(sig)
+        return [{"signature": sig, "path": str(r.path), "new": r.written, "steps_before": r.shrunk.steps_before,
+                 "steps_after": r.shrunk.steps_after, "minimizer_runs": r.shrunk.runs,
+                 "minimizer_seconds": round(r.shrunk.seconds, 2), "stop": r.shrunk.stop.value}
+                for sig, r in self.written.items()]
+
+
+# --- dst shrink -----------------------------------------------------------------------------------
+
+def _cmd_shrink(args: argparse.Namespace) -> int:
+    from .explore.record import minimize, record
+
+    scenario = _scenario(args)
+    shrunk = minimize(scenario, args.seed, use_swarm=args.swarm, max_runs=args.max_runs, seconds=args.time_budget)
+    if shrunk is None:
+        print(f"dst shrink: seed {args.seed} violates nothing: nothing to minimize", file=sys.stderr)
+        return EXIT_OK
+    origin = {"scenario": scenario.source, "seed": args.seed, "swarm": args.swarm}
+    recorded = record(shrunk, Path(args.findings), origin)
+    v = shrunk.result.violation
+    summary = {"path": str(recorded.path), "new": recorded.written, "invariant": v.invariant, "message": v.message,
+               "steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,
+               "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        console = _console()
+        console.print(f"[bold red]{v.invariant}[/]: {v.message}")
+        console.print(f"minimized {shrunk.steps_before} steps to {shrunk.steps_after} in {shrunk.runs} runs, "
+                      f"{shrunk.seconds:.1f}s ({shrunk.stop.value})")
+        for step in shrunk.scenario.steps or ():
+            console.print(f"  {step.describe()}")
+        verb = "wrote" if recorded.written else "already known as"
+        console.print(f"{verb} [cyan]{recorded.path}[/]")
+    return EXIT_VIOLATION
+
+
+# --- dst replay -----------------------------------------------------------------------------------
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .findings import REPRODUCES, read, replay
+    from .render import render_timeline
+
+    console = _console()
+    verdicts: list[dict[str, Any]] = []
+    bad_input = False
+    for name in args.files:
+        try:
+            finding = read(name)
+        except FindingError as e:
+            print(f"dst: {e}", file=sys.stderr)
+            bad_input = True
+            continue
+        outcome = replay(finding)
+        entry = {"file": name, "status": outcome.status, "invariant": finding.invariant,
+                 "first_difference": outcome.first_difference, "explanation": outcome.explain()}
+        event = outcome.differing_event
+        if event is not None:
+            entry["differing_event"] = format_event(event)
+        verdicts.append(entry)
+        if args.json:
+            continue
+        if not args.quiet:
+            console.rule(name)
+            render_timeline(console, outcome.result)
+        style = "bold green" if outcome.status == REPRODUCES else "bold red"
+        console.print(f"[{style}]{name}: {outcome.explain()}[/]")
+        if event is not None:
+            console.print(f"  first differing event ({outcome.first_difference}): {format_event(event)}")
+    if args.json:
+        print(json.dumps(verdicts, indent=2))
+    if bad_input:
+        return EXIT_USAGE
+    return EXIT_OK if all(v["status"] == REPRODUCES for v in verdicts) else EXIT_VIOLATION
+
+
 # --- dst selftest ---------------------------------------------------------------------------------
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
@@ -338,6 +489,9 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
             if not args.json:
                 console.print(f"hunting {slug} ...", style="dim")
             found.append(find_bug(slug, max_seeds=args.max_seeds, seconds=args.time_budget, **options))
+        recorded = {}
+        if args.findings:
+            recorded = _selftest_findings(args, found, console, options)
         clean = []
         for slug in slugs:
             if not args.json:
@@ -351,10 +505,37 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         print(json.dumps({
             "ok": ok,
             "swarm": args.swarm,
-            "bugs": [attrs.asdict(row) | {"ok": row.ok, "seconds": round(row.seconds, 3)} for row in found],
+            "bugs": [attrs.asdict(row) | {"ok": row.ok, "seconds": round(row.seconds, 3),
+                                          "finding": recorded.get(row.slug)} for row in found],
             "clean": [{"slug": r.slug, "seeds": r.seeds, "violations": [attrs.asdict(v) for v in r.violations],
                        "seconds": round(r.seconds, 3), "ok": r.ok} for r in clean],
         }, indent=2))
     else:
-        render_selftest(_console(), found, clean)
+        render_selftest(_console(), found, clean, recorded)
     return EXIT_OK if ok else EXIT_VIOLATION
+
+
+def _selftest_findings(args: argparse.Namespace, found: list[Any], console: Any,
+                       options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Minimize each found bug (the smallest of its first K violations) and write it as a finding."""
+    from .explore.fuzz import Outcome
+    from .explore.record import record
+    from .explore.selftest import smallest_finding
+    from .findings import signature
+    from .invariants import shape
+
+    recorded = {}
+    for row in found:
+        if not row.ok:
+            continue
+        if not args.json:
+            console.print(f"minimizing {row.slug} ...", style="dim")
+        first = Outcome(row.first_seed, 0, row.hit, row.message)
+        shrunk = smallest_finding(row.slug, first, candidates=args.shrink_candidates, **options)
+        origin = {"scenario": f"scenarios/{row.slug}.toml", "seed": shrunk.seed, "swarm": args.swarm,
+                  "signature": signature((row.slug,), row.hit, shape(row.message or ""))}
+        r = record(shrunk, Path(args.findings), origin)
+        recorded[row.slug] = {"path": str(r.path), "new": r.written, "steps_before": shrunk.steps_before,
+                              "steps_after": shrunk.steps_after, "minimizer_runs": shrunk.runs,
+                              "minimizer_seconds": round(shrunk.seconds, 2)}
+    return recorded

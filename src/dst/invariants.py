@@ -24,11 +24,21 @@ stranded-slot       a dead holder's lease is reclaimed within TTL + reaper inter
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from .model.interface import View, Write
 from .model.runs import Cancel
 from .sim.kernel import Kernel, StopRun
+
+
+def shape(message: str) -> str:
+    """A violation message with its particulars (numbers, leases, clients, times) blanked out: what
+    violations of one kind have in common, for grouping them into signatures."""
+    message = re.sub(r"\bL\d+\b", "L#", message)
+    message = re.sub(r"\bc\d+(#\d+)?\b", "c#", message)
+    message = re.sub(r"t=\d+(\.\d+)?m?s\b", "t=#", message)
+    return re.sub(r"\d+", "#", message)
 
 
 class Violation(StopRun):

@@ -120,17 +120,27 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
         table.add_row(sig["invariant"], f"{sig['count']}", f"seed {sig['first_seed']}: {sig['message']}",
                       Text(sig["reproduce"], style="cyan"))
     console.print(table)
+    for f in report.get("findings", []):
+        verb = "wrote" if f["new"] else "already known:"
+        console.print(f"{verb} [cyan]{f['path']}[/] ({f['steps_before']} steps minimized to {f['steps_after']} "
+                      f"in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)")
 
 
-def render_selftest(console: Console, found: list[Any], clean: list[Any]) -> None:
+def render_selftest(console: Console, found: list[Any], clean: list[Any],
+                    recorded: dict[str, dict[str, Any]] | None = None) -> None:
     table = Table(title="every catalogue bug, found by fuzzing its scenario")
-    for name, justify in (("slug", "left"), ("expected", "left"), ("hit", "left"), ("seeds", "right"),
-                          ("first seed", "right"), ("seconds", "right")):
+    columns = [("slug", "left"), ("expected", "left"), ("hit", "left"), ("seeds", "right"), ("first seed", "right"),
+               ("seconds", "right")] + ([("minimized", "right"), ("finding", "left")] if recorded else [])
+    for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in found:
         hit = Text(row.hit or "missed", style="green" if row.ok else "bold red")
-        table.add_row(row.slug, " / ".join(row.expected), hit, str(row.seeds), str(row.first_seed or "-"),
-                      f"{row.seconds:.2f}")
+        cells = [row.slug, " / ".join(row.expected), hit, str(row.seeds), str(row.first_seed or "-"),
+                 f"{row.seconds:.2f}"]
+        if recorded:
+            r = recorded.get(row.slug)
+            cells += [f"{r['steps_before']} -> {r['steps_after']}" if r else "-", r["path"] if r else "-"]
+        table.add_row(*cells)
     console.print(table)
     seeds = sum(r.seeds for r in clean)
     bad = [v for r in clean for v in r.violations]
@@ -145,3 +155,33 @@ def render_selftest(console: Console, found: list[Any], clean: list[Any]) -> Non
     missed = [r.slug for r in found if not r.ok]
     if missed:
         console.print(Text(f"missed or wrong invariant: {', '.join(missed)}", style="bold red"))
+
+
+_PLAN_KINDS = {"job", "pause", "resume", "partition", "crash", "restart", "boot"}
+
+
+def _lane_order(actor: str) -> tuple[int, int, str]:
+    if actor == "user":
+        return (0, 0, actor)
+    if actor.startswith("c") and actor[1:].isdigit():
+        return (1, int(actor[1:]), actor)
+    return (2, ("server", "resource", "net").index(actor) if actor in ("server", "resource", "net") else 9, actor)
+
+
+def render_timeline(console: Console, result: RunResult) -> None:
+    """The run, one line per event: a lane per actor marks who acted; plan steps stand out; the violation ends it."""
+    actors = sorted({e[1] for e in result.trace}, key=_lane_order)
+    lane = {a: i for i, a in enumerate(actors)}
+    header = " ".join(f"{a:^3}"[:3] if len(a) <= 3 else a[:3] for a in actors)
+    console.print(Text(f"{'time':>10}  {header}  event", style="bold"))
+    for event in result.trace:
+        time, actor, kind, detail = event
+        marks = ["·"] * len(actors)
+        marks[lane[actor]] = "▶" if kind in _PLAN_KINDS else "●"
+        lanes = " ".join(f" {m} " for m in marks)
+        style = _ACTION_STYLE.get(kind, "bold" if kind in _PLAN_KINDS else "")
+        console.print(Text(f"{format_time(time):>10}  {lanes}  {actor} {kind} {detail}".rstrip(), style=style))
+    v = result.violation
+    if v is not None:
+        console.print(Text(f"{format_time(v.time):>10}  {'':{len(actors) * 4 - 1}}  ✗ {v.invariant}: {v.message}",
+                           style="bold red reverse"))

@@ -320,8 +320,9 @@ def _text(value: object) -> str:
     return value
 
 
+# A finding file is a scenario file with a [finding] table, which the scenario itself ignores.
 _TOP_KEYS = ("name", "description", "run", "model", "workload", "network", "faults", "runs", "invariants", "bugs",
-             "steps")
+             "steps", "finding")
 
 
 def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:

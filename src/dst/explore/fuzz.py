@@ -8,13 +8,13 @@ keeps the seeds congruent to K-1 modulo N, so N CI jobs cover disjoint seeds.
 
 from __future__ import annotations
 
-import re
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Callable, Iterator
 
 import attrs
 
+from ..invariants import shape
 from ..runner import run
 from ..scenario import Scenario
 from .swarm import swarm
@@ -44,14 +44,6 @@ class Shard:
 
     def keeps(self, seed: int) -> bool:
         return seed % self.count == self.index - 1
-
-
-def shape(message: str) -> str:
-    """A violation message with its particulars (numbers, lease ids, clients, times) blanked out."""
-    message = re.sub(r"\bL\d+\b", "L#", message)
-    message = re.sub(r"\bc\d+\b", "c#", message)
-    message = re.sub(r"t=\d+(\.\d+)?m?s\b", "t=#", message)
-    return re.sub(r"\d+", "#", message)
 
 
 def seeds(first: int, stop: int | None, shard: Shard | None) -> Iterator[int]:

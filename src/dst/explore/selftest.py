@@ -9,6 +9,7 @@ expect no violation at all.
 from __future__ import annotations
 
 import time
+import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from importlib import resources
 from typing import Callable
@@ -18,8 +19,8 @@ import attrs
 from ..model.bugs import CATALOGUE
 from ..scenario import Scenario, parse_scenario
 from .fuzz import Outcome, campaign, seeds
-
-import tomllib
+from .record import minimize
+from .shrink import Shrunk, size
 
 
 def bug_scenario(slug: str) -> Scenario:
@@ -75,6 +76,26 @@ def find_bug(slug: str, *, max_seeds: int, seconds: float, use_swarm: bool, work
                           workers=workers, executor=executor)
     return BugRow(slug, CATALOGUE[slug], found and found.invariant, n, found and found.seed, took,
                   found and found.message)
+
+
+def smallest_finding(slug: str, first: Outcome, *, candidates: int, use_swarm: bool, workers: int,
+                     max_seeds: int = 2000, executor: ProcessPoolExecutor | None = None) -> Shrunk:
+    """Minimize the first ``candidates`` violations of ``first``'s invariant, from its seed on; keep the smallest."""
+    scenario = bug_scenario(slug)
+    best: Shrunk | None = None
+    tried = 0
+    for outcome in campaign(scenario, seeds(first.seed, first.seed + max_seeds, None), use_swarm=use_swarm,
+                            workers=workers, executor=executor):
+        if outcome.invariant != first.invariant:
+            continue
+        shrunk = minimize(scenario, outcome.seed, use_swarm=use_swarm)
+        if shrunk is not None and (best is None or size(shrunk.scenario) < size(best.scenario)):
+            best = shrunk
+        tried += 1
+        if tried == candidates:
+            break
+    assert best is not None  # ``first`` itself is one of them
+    return best
 
 
 def stay_clean(slug: str, *, count: int, use_swarm: bool, workers: int,

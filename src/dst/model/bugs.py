@@ -34,6 +34,16 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
 
 KNOWN_BUGS: tuple[str, ...] = tuple(CATALOGUE)
 
+# How many plan steps (client actions and faults) each catalogue sketch takes: a minimized
+# finding may be at most one longer.
+SKETCH_STEPS: dict[str, int] = {
+    "anonymous-release": 3, "volatile-leases": 2, "double-release": 3, "stale-check-increment": 2,
+    "unfenced-resource": 3, "volatile-fence-counter": 4, "unchecked-release": 4, "immortal-lease": 3,
+    "renew-expired-lease": 3, "fallback-release": 4, "continue-after-lost-renewal": 3, "expiry-boundary": 3,
+    "no-cancelling-deadline": 4, "no-startup-sweep": 5, "no-redelivery": 3, "reclaim-while-running": 4,
+    "no-cancel-tombstone": 3, "unconditional-ack": 4,
+}
+
 
 class Bugs:
     """Which wrong behaviours are on: ``bugs.double_release`` is True when slug

@@ -1,0 +1,253 @@
+"""Finding files: ``findings/NNN-what-happened.toml``.
+
+A finding is a scenario file with a ``[finding]`` table: the complete scenario (every key
+written out), its minimized plan as a readable ``steps`` list a person can edit, and what
+the run is expected to do (the violated invariant, its message, the trace digest). So
+``dst run --scenario findings/007-....toml --seed N`` runs it too.
+
+Files are written atomically (a temporary file, then a hard link that fails rather than
+overwrite), numbered after the highest number already there, and skipped when a finding
+with the same signature already exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any, Iterable
+
+import attrs
+
+from .. import __version__
+from ..plan import parse_duration
+from ..scenario import Scenario, ScenarioError, parse_scenario, scenario_to_doc
+from ..sim.trace import Event, format_time
+
+FORMAT = 1
+_NAME = re.compile(r"^(\d{3,})-[a-z0-9-]+\.toml$")
+
+
+class FindingError(ValueError):
+    """A finding file is malformed; ``str()`` is the one line to show the user (exit 2)."""
+
+
+@attrs.frozen
+class Finding:
+    scenario: Scenario  # with its steps
+    seed: int
+    invariant: str
+    message: str
+    time: int
+    signature: str
+    digest: str
+    fingerprints: tuple[str, ...]
+    title: str
+    origin: dict[str, Any] = attrs.field(factory=dict)
+    minimizer: dict[str, Any] = attrs.field(factory=dict)
+    dst_version: str = __version__
+    path: Path | None = None
+
+    @property
+    def known_bug(self) -> bool:
+        """It documents a bug switched on in a model variant (rather than one in the model as it is)."""
+        return bool(self.scenario.bugs)
+
+
+def fingerprints(trace: Iterable[Event]) -> tuple[str, ...]:
+    """A short hash per trace event: enough to name the first event where a replay differs."""
+    return tuple(hashlib.blake2b(repr(e).encode(), digest_size=4).hexdigest() for e in trace)
+
+
+def signature(bugs: Iterable[str], invariant: str, shape: str) -> str:
+    return f"[{'+'.join(sorted(bugs)) or 'correct model'}] {invariant}: {shape}"
+
+
+# --- titles -------------------------------------------------------------------------------------------
+
+_WHAT = {
+    "slot-accounting": "count-disagrees-with-live-leases",
+    "capacity": "more-holders-than-the-limit",
+    "no-foreign-release": "release-frees-another-holders-slot",
+    "fenced-writes": "stale-write-accepted",
+    "single-executor": "works-without-a-recognised-lease",
+    "stranded-slot": "slot-never-reclaimed",
+    "bounded-transition": "run-stuck-in-cancelling",
+    "at-least-once": "run-never-acknowledged",
+    "cancelled-never-starts": "cancelled-run-starts",
+    "owner-only-update": "former-owner-overwrites-successor",
+}
+_HOW = (("restart", "server", "after-a-server-restart"), ("pause", None, "after-a-pause"),
+        ("partition", None, "during-a-partition"), ("crash", None, "after-a-crash"),
+        ("restart", None, "after-a-client-restart"))
+_NET = (("duplicated", "with-a-duplicated-message"), ("delayed", "with-a-delayed-message"),
+        ("lost", "with-a-lost-message"))
+
+
+def title(finding_invariant: str, message: str, scenario: Scenario, trace: Iterable[Event]) -> str:
+    """A readable summary of what happened: what broke, and the fault that set it up."""
+    what = _WHAT.get(finding_invariant, finding_invariant)
+    if finding_invariant == "single-executor" and "two executions" in message:
+        what = "run-executed-twice"
+    steps = scenario.steps or ()
+    for action, actor, words in _HOW:
+        if any(s.action == action and (actor is None or s.actor == actor) for s in steps):
+            return f"{what}-{words}"
+    kinds = {e[2] for e in trace if e[1] == "net"}
+    for kind, words in _NET:
+        if kind in kinds:
+            return f"{what}-{words}"
+    return what
+
+
+# --- writing ------------------------------------------------------------------------------------------
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_bare(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def _bare(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _lines(prints: tuple[str, ...], per_line: int = 10) -> str:
+    rows = [", ".join(json.dumps(p) for p in prints[i:i + per_line]) for i in range(0, len(prints), per_line)]
+    return "[\n" + "".join(f"  {row},\n" for row in rows) + "]"
+
+
+def render(finding: Finding, number: int) -> str:
+    """The finding as TOML: a header, the scenario's top-level keys and steps, [finding], the sections."""
+    doc = scenario_to_doc(finding.scenario)
+    replay = f"dst replay findings/{number:03d}-{finding.title}.toml"
+    out = [
+        f"# dst finding {number:03d}: {finding.title}",
+        f"# {finding.invariant} at t={format_time(finding.time)}: {finding.message}",
+        f"# replay:  {replay}",
+        "# The steps below are the minimized run; edit them freely (a step's id keys its random draws).",
+        "",
+    ]
+    for k in ("name", "description", "bugs", "invariants"):
+        out.append(f"{k} = {_value(doc.pop(k))}")
+    out.append("steps = [")
+    out += [f"  {_value(step)}," for step in doc.pop("steps")]
+    out.append("]")
+    meta = {
+        "format": FORMAT, "dst_version": finding.dst_version, "seed": finding.seed, "invariant": finding.invariant,
+        "message": finding.message, "time": format_time(finding.time), "signature": finding.signature,
+        "trace_digest": finding.digest, "replay": replay, "origin": finding.origin, "minimizer": finding.minimizer,
+    }
+    out += ["", "[finding]"] + [f"{k} = {_value(v)}" for k, v in meta.items()]
+    out.append(f"fingerprints = {_lines(finding.fingerprints)}")
+    for section, values in doc.items():
+        out += ["", f"[{section}]"] + [f"{_bare(k)} = {_value(v)}" for k, v in values.items()]
+    return "\n".join(out) + "\n"
+
+
+def existing(directory: Path) -> dict[str, Path]:
+    """Signatures of the findings already in ``directory`` (unreadable files are skipped here)."""
+    found: dict[str, Path] = {}
+    for path in sorted(directory.glob("*.toml")):
+        try:
+            meta = tomllib.loads(path.read_text(encoding="utf-8")).get("finding", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        if isinstance(meta.get("signature"), str):
+            found.setdefault(meta["signature"], path)
+        origin = meta.get("origin", {})
+        if isinstance(origin, dict) and isinstance(origin.get("signature"), str):
+            found.setdefault(origin["signature"], path)
+    return found
+
+
+def write(finding: Finding, directory: Path) -> tuple[Path, bool]:
+    """Write ``finding`` into ``directory`` as the next number; returns (path, written). When a finding
+    with its signature is already there, returns that one's path and writes nothing."""
+    directory.mkdir(parents=True, exist_ok=True)
+    known = existing(directory)
+    for sig in (finding.signature, finding.origin.get("signature")):
+        if sig in known:
+            return known[sig], False
+    numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
+    number = max(numbers, default=0) + 1
+    while True:
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=".finding-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(render(finding, number))  # complete before it has a name: no one sees half a file
+                f.flush()
+                os.fsync(f.fileno())
+            target = directory / f"{number:03d}-{finding.title}.toml"
+            os.link(temp, target)  # fails rather than overwrite
+            return target, True
+        except FileExistsError:
+            number += 1  # another writer took this number meanwhile
+        finally:
+            os.unlink(temp)
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+def read(path: str | Path) -> Finding:
+    """Read and check a finding file; a malformed one raises :class:`FindingError` (one line)."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FindingError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise FindingError(f"{path}: cannot read the file ({type(e).__name__})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise FindingError(f"{path}: not valid TOML: {e}") from None
+    meta = doc.pop("finding", None)
+    if not isinstance(meta, dict):
+        raise FindingError(f"{path}: finding: expected a [finding] table (is this a finding file?)")
+
+    def need(key: str, kind: type, what: str) -> Any:
+        value = meta.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise FindingError(f"{path}: finding.{key}: expected {what}, got {value!r}")
+        return value
+
+    if meta.get("format") != FORMAT:
+        raise FindingError(f"{path}: finding.format: expected {FORMAT}, got {meta.get('format')!r}")
+    seed = need("seed", int, "the integer seed")
+    if seed < 0:
+        raise FindingError(f"{path}: finding.seed: expected a non-negative integer, got {seed!r}")
+    prints = meta.get("fingerprints", [])
+    if not isinstance(prints, list) or not all(isinstance(p, str) for p in prints):
+        raise FindingError(f"{path}: finding.fingerprints: expected a list of strings")
+    try:
+        scenario = parse_scenario(doc, str(path))
+        time = parse_duration(need("time", str, "a time such as '44.637s'"))
+    except ScenarioError as e:
+        raise FindingError(str(e)) from None
+    except ValueError as e:
+        raise FindingError(f"{path}: finding.time: {e}") from None
+    if not scenario.steps:
+        raise FindingError(f"{path}: steps: expected the finding's steps (at least one)")
+    invariant = need("invariant", str, "an invariant id")
+    if invariant not in scenario.invariants:
+        raise FindingError(f"{path}: finding.invariant: expected one of the scenario's invariants, got {invariant!r}")
+    origin, minimizer = meta.get("origin", {}), meta.get("minimizer", {})
+    return Finding(
+        scenario=scenario, seed=seed, invariant=invariant, message=need("message", str, "the violation's message"),
+        time=time, signature=need("signature", str, "a signature string"),
+        digest=need("trace_digest", str, "the trace digest"), fingerprints=tuple(prints),
+        title=path.stem.split("-", 1)[-1], origin=origin if isinstance(origin, dict) else {},
+        minimizer=minimizer if isinstance(minimizer, dict) else {},
+        dst_version=str(meta.get("dst_version", "")), path=path,
+    )
