@@ -1,25 +1,47 @@
 """dst: deterministic simulation testing for lease, lock, slot and deadline bookkeeping.
 
-The public API is what ``__all__`` names; everything else is internal.
+The public API is what ``__all__`` names; everything else is internal and may change.
+
+    from dst import load_scenario, run
+    result = run(load_scenario(), seed=1)      # one seeded simulation
+    result.ok, result.violation, result.digest
+
+Names are imported on first use, so ``import dst.pytest_plugin`` (which every pytest
+session in a project with dst installed does) stays cheap.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import Any
+
 __version__ = "0.1.0"
 
-from .invariants import Violation
-from .plan import Step
-from .runner import RunResult, ViolationReport, run
-from .scenario import Scenario, ScenarioError, load_scenario
+_PUBLIC = {
+    "Finding": "dst.findings",
+    "FindingError": "dst.findings",
+    "Replay": "dst.findings",
+    "replay": "dst.findings",
+    "read_finding": ("dst.findings", "read"),
+    "RunResult": "dst.runner",
+    "ViolationReport": "dst.runner",
+    "run": "dst.runner",
+    "Scenario": "dst.scenario",
+    "ScenarioError": "dst.scenario",
+    "load_scenario": "dst.scenario",
+    "parse_scenario": "dst.scenario",
+    "Step": "dst.plan",
+    "shrink": "dst.explore.shrink",
+}
 
-__all__ = [
-    "RunResult",
-    "Scenario",
-    "ScenarioError",
-    "Step",
-    "Violation",
-    "ViolationReport",
-    "__version__",
-    "load_scenario",
-    "run",
-]
+__all__ = sorted([*_PUBLIC, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    where = _PUBLIC.get(name)
+    if where is None:
+        raise AttributeError(f"module 'dst' has no attribute {name!r}")
+    module, attr = (where, name) if isinstance(where, str) else where
+    value = getattr(import_module(module), attr)
+    globals()[name] = value
+    return value
