@@ -399,3 +399,33 @@ def test_single_executor_flags_work_past_the_claim_and_allows_work_within_it():
     w.ghost.work_started("c1", RunClaim(6, 1))
     w.kernel.run(240_001)
     flagged("single-executor", lambda: w.ghost.work_stopped("c1", RunClaim(6, 1)))
+
+
+# --- the incremental count of recognised slots matches a recount ----------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150)
+@given(st.lists(st.tuples(st.sampled_from(["acquire", "renew", "release", "tick"]), st.integers(0, 7),
+                          st.integers(1, 90_000)), max_size=60))
+def test_recognised_slots_are_counted_incrementally_as_a_recount_would(actions):
+    w = World(capacity=100)
+    next_id = 1
+    for op, n, amount in actions:
+        ids = sorted(w.view.expiries)
+        if op == "acquire":
+            w.acquire(next_id, f"c{n}", expiry=w.kernel.now + amount, slots=1 + n % 3)
+            next_id += 1
+        elif op == "renew" and ids:
+            lease = ids[n % len(ids)]
+            w.view.expiries[lease] = w.kernel.now + amount
+            w.ghost.lease_renewed(lease, "db")
+        elif op == "release" and ids:
+            lease = ids[n % len(ids)]
+            w.release(lease, slots=w.ghost.owned[lease])
+        elif op == "tick":
+            w.kernel.run(w.kernel.now + amount)
+        recount = sum(w.ghost.owned.get(lease, 0) for lease, e in w.view.expiries.items() if e > w.kernel.now)
+        assert w.ghost._recognised_slots("db") == recount

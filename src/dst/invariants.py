@@ -25,6 +25,7 @@ stranded-slot       a dead holder's lease is reclaimed within TTL + reaper inter
 from __future__ import annotations
 
 import re
+from heapq import heappop, heappush
 from typing import Any, Iterable
 
 from .model.interface import View, Write
@@ -73,7 +74,11 @@ class Ghost:
         self.owned: dict[int, int] = {}  # lease -> slots it took and has not given back
         self.limit_of: dict[int, str] = {}  # lease -> its limit
         self.live: dict[int, str] = {}  # leases the store has -> holder
-        self.live_in: dict[str, dict[int, None]] = {name: {} for name in limits}  # limit -> its stored leases
+        # Slots owned by stored leases not yet past their expiry, kept as renewals and time move it:
+        self.recognised = {name: 0 for name in limits}
+        self.counted: set[int] = set()  # the leases in ``recognised``
+        self.expiry_of: dict[int, int] = {}  # the expiry last seen for each stored lease
+        self.expiring: dict[str, list[tuple[int, int]]] = {name: [] for name in limits}  # heaps of (expiry, lease)
         self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
         self.working: dict[str, int] = {}  # client -> lease it works under right now
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
@@ -93,6 +98,8 @@ class Ghost:
         self.limit_of[lease] = limit
         if lease in self.live:
             self.live_owned[limit] += n
+        if lease in self.counted:
+            self.recognised[limit] += n
         self._dirty.append(limit)
 
     def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
@@ -110,22 +117,36 @@ class Ghost:
             self.owned[lease] = have - n
             if lease in self.live:
                 self.live_owned[limit] -= n
+            if lease in self.counted:
+                self.recognised[limit] -= n
         self._dirty.append(limit)
 
     def lease_stored(self, lease: int, holder: str, limit: str) -> None:
         self.live[lease] = holder
         self.limit_of.setdefault(lease, limit)
-        self.live_in[limit][lease] = None
         self.live_owned[self.limit_of[lease]] += self.owned.get(lease, 0)
+        self._saw_expiry(lease, limit)
         self._dirty.append(limit)
 
     def lease_renewed(self, lease: int, limit: str) -> None:
-        self._dirty.append(limit)  # a renewal can make a lease count again
+        self._saw_expiry(lease, limit)  # a renewal can make a lease count again
+        self._dirty.append(limit)
+
+    def _saw_expiry(self, lease: int, limit: str) -> None:
+        expiry = self.view.expiry(lease) or 0
+        self.expiry_of[lease] = expiry
+        heappush(self.expiring[limit], (expiry, lease))
+        if expiry > self.kernel.now and lease not in self.counted:
+            self.counted.add(lease)
+            self.recognised[limit] += self.owned.get(lease, 0)
 
     def lease_removed(self, lease: int) -> None:
         holder = self.live.pop(lease)
         limit = self.limit_of[lease]
-        del self.live_in[limit][lease]
+        self.expiry_of.pop(lease, None)
+        if lease in self.counted:
+            self.counted.remove(lease)
+            self.recognised[limit] -= self.owned.get(lease, 0)
         self.live_owned[limit] -= self.owned.get(lease, 0)
         self._dirty.append(limit)
         if self.working.get(holder) == lease:
@@ -221,7 +242,8 @@ class Ghost:
                                   f"{live_owned[limit]} slot(s){self._owners(limit)}")
                 if self.on_capacity:
                     self.checks += 1
-                    held = self._recognised_slots(limit)
+                    # Recognised leases are among the live ones, so only a full limit needs the closer look.
+                    held = live_owned[limit] if live_owned[limit] <= self.limits[limit] else self._recognised_slots(limit)
                     if held > self.limits[limit]:
                         self.fail("capacity", f"leases the authority recognises hold {held} slot(s) of {limit!r}, "
                                   f"capacity {self.limits[limit]}{self._owners(limit, recognised_only=True)}")
@@ -275,9 +297,15 @@ class Ghost:
         return f"L{lease} expired at t={expiry}" if expiry <= self.kernel.now else f"L{lease} valid until t={expiry}"
 
     def _recognised_slots(self, limit: str) -> int:
-        """Slots owned by the limit's stored, unexpired leases: O(leases of this limit), a handful."""
-        now, expiry, owned = self.kernel.now, self.view.expiry, self.owned
-        return sum(owned.get(lease, 0) for lease in self.live_in[limit] if (expiry(lease) or 0) > now)
+        """Slots owned by the limit's stored, unexpired leases: leases whose expiry has passed leave the
+        count as time reaches them (amortised O(log n), however many leases the limit has)."""
+        heap, now = self.expiring[limit], self.kernel.now
+        while heap and heap[0][0] <= now:
+            expiry, lease = heappop(heap)
+            if self.expiry_of.get(lease) == expiry and lease in self.counted:
+                self.counted.remove(lease)
+                self.recognised[limit] -= self.owned.get(lease, 0)
+        return self.recognised[limit]
 
     def _owners(self, limit: str, recognised_only: bool = False) -> str:
         now = self.kernel.now

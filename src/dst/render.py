@@ -174,7 +174,7 @@ def render_timeline(console: Console, result: RunResult) -> None:
     lane = {a: i for i, a in enumerate(actors)}
     header = " ".join(f"{a:^3}"[:3] if len(a) <= 3 else a[:3] for a in actors)
     console.print(Text(f"{'time':>10}  {header}  event", style="bold"))
-    for event in result.trace:
+    for event in result.trace:  # formatted: details as text
         time, actor, kind, detail = event
         marks = ["·"] * len(actors)
         marks[lane[actor]] = "▶" if kind in _PLAN_KINDS else "●"

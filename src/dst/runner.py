@@ -8,6 +8,7 @@ checks that nothing is left held.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Any
 
@@ -25,7 +26,7 @@ from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
-from .sim.trace import Event, digest
+from .sim.trace import Event, digest, formatted
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
@@ -40,7 +41,7 @@ class ViolationReport:
     last_events: tuple[Event, ...]
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # not slotted: ``trace`` is a cached property
 class RunResult:
     scenario: str
     seed: int
@@ -48,8 +49,7 @@ class RunResult:
     plan: tuple[Step, ...]
     virtual_time: int
     events: int
-    trace: tuple[Event, ...]
-    digest: str
+    raw_trace: tuple[Event, ...]  # as recorded: details still raw (see dst.sim.trace)
     faults: dict[str, int]
     invariants: tuple[str, ...]
     checks: int
@@ -60,6 +60,16 @@ class RunResult:
     def ok(self) -> bool:
         return self.violation is None
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """The trace's digest: taken when first asked for (a campaign never asks)."""
+        return digest(self.raw_trace)
+
+    @functools.cached_property
+    def trace(self) -> tuple[tuple[int, str, str, str], ...]:
+        """The trace with every detail as text: made when first read (a campaign never reads it)."""
+        return tuple(formatted(e) for e in self.raw_trace)
+
     def summary(self) -> dict[str, Any]:
         """Everything but wall-clock figures: the same seed gives the same dict."""
         out: dict[str, Any] = {
@@ -69,7 +79,7 @@ class RunResult:
             "result": "ok" if self.ok else "violation",
             "virtual_time_ms": self.virtual_time,
             "events": self.events,
-            "trace_events": len(self.trace),
+            "trace_events": len(self.raw_trace),
             "trace_digest": self.digest,
             "plan_steps": len(self.plan),
             "faults": dict(sorted(self.faults.items())),
@@ -179,11 +189,12 @@ class Simulation:
                 serving = {s.actor for s in self.plan if s.action == "serve"}
                 self.ghost.runs.final_check(workers_alive=any(self.clients[c].alive for c in serving))
         except Violation as v:
-            violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message, tuple(self.trace[-20:]))
+            violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
+                                        tuple(formatted(e) for e in self.trace[-20:]))
         jobs = Counter(detail.split(": ", 1)[1] for _, _, kind, detail in self.trace if kind == "job-end")
         return RunResult(
             scenario=scenario.name, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
-            events=kernel.events, trace=tuple(self.trace), digest=digest(self.trace), faults=dict(self.faults),
+            events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults),
             invariants=self.invariants, checks=self.ghost.checks + (self.ghost.runs.checks if self.ghost.runs else 0), jobs=dict(jobs), violation=violation,
         )
 

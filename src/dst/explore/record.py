@@ -28,8 +28,8 @@ def to_finding(shrunk: Shrunk, origin: dict[str, Any]) -> Finding:
     return Finding(
         scenario=shrunk.scenario, seed=shrunk.seed, invariant=v.invariant, message=v.message, time=v.time,
         signature=signature(shrunk.scenario.bugs, v.invariant, shape(v.message)), digest=shrunk.result.digest,
-        fingerprints=fingerprints(shrunk.result.trace),
-        title=title(v.invariant, v.message, shrunk.scenario, shrunk.result.trace), origin=origin,
+        fingerprints=fingerprints(shrunk.result.raw_trace),
+        title=title(v.invariant, v.message, shrunk.scenario, shrunk.result.raw_trace), origin=origin,
         minimizer={"steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,
                    "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value},
     )

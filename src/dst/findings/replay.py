@@ -45,7 +45,7 @@ def replay(finding: Finding) -> Replay:
 
 
 def _first_difference(finding: Finding, result: RunResult) -> int | None:
-    now = fingerprints(result.trace)
+    now = fingerprints(result.raw_trace)
     for i, (a, b) in enumerate(zip(now, finding.fingerprints)):
         if a != b:
             return i

@@ -22,10 +22,12 @@ class Server:
 
     def __init__(self, *services: Any) -> None:
         self.services = services
-        self.routes = {kind: service for service in services for kind in service._handlers}
+        # Request type -> the bound handler that serves it: one lookup per request.
+        self.routes = {kind: handler.__get__(service) for service in services
+                       for kind, handler in service._handlers.items()}
 
     def handle(self, request: Any) -> Handler:
-        return self.routes[type(request)].handle(request)
+        return self.routes[type(request)](request)
 
     def loops(self) -> list[tuple[str, int]]:
         return [(f"{i}:{name}", interval) for i, s in enumerate(self.services) for name, interval in s.loops()]

@@ -29,7 +29,7 @@ from typing import Generator, Protocol
 import attrs
 
 from .bugs import Bugs
-from .interface import CALL, SERVER, SLEEP, WORK, Done, Handler, Refused
+from .interface import CALL, SERVER, SLEEP, WORK, Done, Handler, Refused, message
 from .service import Clock
 
 SCHEDULED, RUNNING, CANCELLING, CANCELLED, COMPLETED = "SCHEDULED", "RUNNING", "CANCELLING", "CANCELLED", "COMPLETED"
@@ -43,7 +43,7 @@ _DEADLINE_TICK = 1_000  # the timer wheel's resolution
 
 # --- requests and responses ---------------------------------------------------------------------
 
-@attrs.frozen
+@message
 class Submit:
     kind = 8  # its message kind, for keyed draws (not a field)
     run: int
@@ -53,7 +53,7 @@ class Submit:
         return f"submit run {self.run}"
 
 
-@attrs.frozen
+@message
 class Cancel:
     kind = 9  # its message kind, for keyed draws (not a field)
     run: int
@@ -62,7 +62,7 @@ class Cancel:
         return f"cancel run {self.run}"
 
 
-@attrs.frozen
+@message
 class Read:
     kind = 10  # its message kind, for keyed draws (not a field)
     consumer: str
@@ -71,7 +71,7 @@ class Read:
         return f"read as {self.consumer}"
 
 
-@attrs.frozen
+@message
 class Heartbeat:
     kind = 11  # its message kind, for keyed draws (not a field)
     run: int
@@ -81,7 +81,7 @@ class Heartbeat:
         return f"heartbeat run {self.run} claim {self.token}"
 
 
-@attrs.frozen
+@message
 class Ack:
     """The run's terminal write: COMPLETED, or CANCELLED when ``cancelled`` (the worker confirms a cancel)."""
 
@@ -94,7 +94,7 @@ class Ack:
         return f"{'confirm cancel of' if self.cancelled else 'ack'} run {self.run} claim {self.token}"
 
 
-@attrs.frozen
+@message
 class Delivery:
     run: int
     token: int
@@ -105,7 +105,7 @@ class Delivery:
         return f"{'redelivered' if self.redelivered else 'delivered'} run {self.run} claim {self.token}"
 
 
-@attrs.frozen
+@message
 class Empty:
     unfinished: int  # runs queued or pending: something may still come
 
@@ -113,7 +113,7 @@ class Empty:
         return f"empty ({self.unfinished} unfinished)"
 
 
-@attrs.frozen
+@message
 class Beat:
     cancel: bool
 
@@ -121,7 +121,7 @@ class Beat:
         return "beat: cancel requested" if self.cancel else "beat"
 
 
-@attrs.frozen
+@message
 class RunClaim:
     """What a worker works under (the WORK command's handle for runs)."""
 

@@ -13,6 +13,8 @@ the lease it is attributed to: a slot count can only move on behalf of a named l
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
+
 import attrs
 from sortedcontainers import SortedList
 
@@ -31,14 +33,19 @@ class Lease:
 
 
 class _LeaseTable:
-    """Leases by id, with an expiry index for the reaper (O(log n) per change) and the seats in use."""
+    """Leases by id, with an expiry index for the reaper (O(log n) per change), the seats in use, and
+    the slots of expired-but-unrevoked leases per limit, kept up to date as time passes (admission asks
+    for them on every acquire, so they are not recounted)."""
 
-    __slots__ = ("rows", "by_expiry", "seats")
+    __slots__ = ("rows", "by_expiry", "seats", "due", "lapsed", "lapsed_slots")
 
     def __init__(self) -> None:
         self.rows: dict[int, Lease] = {}
         self.by_expiry: SortedList = SortedList()
         self.seats: dict[tuple[str, int], int] = {}  # (limit, seat) -> lease id
+        self.due: list[tuple[int, int]] = []  # heap of (expiry, lease id); entries go stale on renew or delete
+        self.lapsed: set[int] = set()  # leases past their expiry, not yet revoked
+        self.lapsed_slots: dict[str, int] = {}  # limit -> their slots
 
 
 class Store:
@@ -108,13 +115,16 @@ class Store:
         table.rows[lease.id] = lease
         table.by_expiry.add((lease.expiry, lease.id))
         table.seats[(lease.limit, lease.seat)] = lease.id
+        heappush(table.due, (lease.expiry, lease.id))
         self.observer.lease_stored(lease.id, lease.holder, lease.limit)
 
     def set_expiry(self, lease: Lease, expiry: int) -> None:
-        index = self._leases.by_expiry
-        index.remove((lease.expiry, lease.id))
+        table = self._leases
+        table.by_expiry.remove((lease.expiry, lease.id))
         lease.expiry = expiry
-        index.add((expiry, lease.id))
+        table.by_expiry.add((expiry, lease.id))
+        self._unlapse(lease)  # only a buggy renew revives an expired lease, but the books must follow it
+        heappush(table.due, (expiry, lease.id))
         self.observer.lease_renewed(lease.id, lease.limit)
 
     def drop_lease(self, lease_id: int) -> Lease | None:
@@ -123,6 +133,7 @@ class Store:
         lease = table.rows.pop(lease_id, None)
         if lease is not None:
             table.by_expiry.remove((lease.expiry, lease.id))
+            self._unlapse(lease)
             if table.seats.get((lease.limit, lease.seat)) == lease_id:
                 del table.seats[(lease.limit, lease.seat)]
             self.observer.lease_removed(lease_id)
@@ -130,12 +141,28 @@ class Store:
 
     def expired(self, now: int) -> list[int]:
         """Ids of leases whose expiry is at or before ``now``, oldest first."""
-        return [lease_id for _, lease_id in self._leases.by_expiry.irange(maximum=(now, float("inf")))]
+        index = self._leases.by_expiry
+        if not index or index[0][0] > now:
+            return []  # the common case, in O(1): nothing has expired
+        return [lease_id for _, lease_id in index.irange(maximum=(now, float("inf")))]
 
     def expired_slots(self, limit: str, now: int) -> int:
-        """Slots of ``limit`` held by leases expired at ``now`` that nobody has revoked yet."""
-        rows = self._leases.rows
-        return sum(rows[i].slots for i in self.expired(now) if rows[i].limit == limit)
+        """Slots of ``limit`` held by leases expired at ``now`` that nobody has revoked yet (amortised O(log n))."""
+        table = self._leases
+        due, rows = table.due, table.rows
+        while due and due[0][0] <= now:
+            expiry, lease_id = heappop(due)
+            lease = rows.get(lease_id)
+            if lease is not None and lease.expiry == expiry and lease_id not in table.lapsed:
+                table.lapsed.add(lease_id)
+                table.lapsed_slots[lease.limit] = table.lapsed_slots.get(lease.limit, 0) + lease.slots
+        return table.lapsed_slots.get(limit, 0)
+
+    def _unlapse(self, lease: Lease) -> None:
+        table = self._leases
+        if lease.id in table.lapsed:
+            table.lapsed.discard(lease.id)
+            table.lapsed_slots[lease.limit] -= lease.slots
 
     # --- the read-only view for invariants ----------------------------------------------------
 
@@ -155,3 +182,7 @@ class Store:
         assert sorted((l.expiry, l.id) for l in table.rows.values()) == list(table.by_expiry)
         assert all(table.rows[i].seat == seat and table.rows[i].limit == limit for (limit, seat), i in table.seats.items())
         assert all(table.seats.get((l.limit, l.seat)) is not None for l in table.rows.values())
+        assert table.lapsed <= set(table.rows)
+        for limit in {l.limit for l in table.rows.values()} | set(table.lapsed_slots):
+            assert table.lapsed_slots.get(limit, 0) == sum(table.rows[i].slots for i in table.lapsed
+                                                           if table.rows[i].limit == limit)

@@ -18,9 +18,9 @@ from collections import deque
 from typing import Any, Callable, Generator
 
 from .kernel import Kernel
-from .network import RESPONSE, Network, key_name, message_key
+from .network import Network, message_key
 from .rng import Keyed
-from .trace import format_time
+from .trace import RESPONSE, format_time
 
 SLEEP = 0  # (SLEEP, ms)                 -> None, ms of the client's own time later
 CALL = 1  # (CALL, destination, request) -> the response, or None on timeout
@@ -191,7 +191,7 @@ class ClientHost:
             self.sent[kind] = n + 1
             key = message_key(self.job_step, kind, n)
             self.pending = key
-            self.trace.append((kernel.now, self.name, "send", f"{request.describe()} to {command[1]} ({key_name(key)})"))
+            self.trace.append((kernel.now, self.name, "send", ("@ to $ (#)", request, command[1], key)))
             self.network.send((self.name, command[1], key, request))
             kernel.after(self.timeout, self._wake, (self.wait, None))
         elif op == SLEEP:
@@ -205,7 +205,7 @@ class ClientHost:
             return  # a late or duplicated response: the job no longer waits for it
         self.pending = -1
         payload = message[3]
-        self.trace.append((self.kernel.now, self.name, "recv", f"{payload.describe()} ({key_name(key)})"))
+        self.trace.append((self.kernel.now, self.name, "recv", ("@ (#)", payload, key)))
         self._wake((self.wait, payload))
 
     def _stop_work(self) -> None:
@@ -272,9 +272,9 @@ class ServerHost:
     def receive(self, message: tuple) -> None:
         payload = message[3]
         if not self.up:
-            self.trace.append((self.kernel.now, "server", "drop", f"{payload.describe()}: server down"))
+            self.trace.append((self.kernel.now, "server", "drop", ("@: server down", payload)))
             return
-        self.trace.append((self.kernel.now, "server", "recv", f"{payload.describe()} from {message[0]} ({key_name(message[2])})"))
+        self.trace.append((self.kernel.now, "server", "recv", ("@ from $ (#)", payload, message[0], message[2])))
         # A task is [handler, key for its draws, steps taken, request message, epoch].
         self._step([self.service.handle(payload), message[2], 0, message, self.epoch])
 
@@ -291,7 +291,7 @@ class ServerHost:
             if message is not None:
                 self.ghost.handled(message[3])
             if message is not None and response is not None:
-                self.trace.append((self.kernel.now, "server", "reply", f"{response.describe()} to {message[0]} ({key_name(message[2] | RESPONSE)})"))
+                self.trace.append((self.kernel.now, "server", "reply", ("@ to $ (#)", response, message[0], message[2] | RESPONSE)))
                 self.network.send(("server", message[0], message[2] | RESPONSE, response))
             return
         self.ghost.settle()
@@ -334,7 +334,7 @@ class UserHost:
     def _send(self, step_id: int, n: int, request: Any) -> None:
         key = message_key(step_id, request.kind, n)
         self.pending[key] = (step_id, n, request)
-        self.trace.append((self.kernel.now, "user", "send", f"{request.describe()} ({key_name(key)})"))
+        self.trace.append((self.kernel.now, "user", "send", ("@ (#)", request, key)))
         self.network.send(("user", "server", key, request))
         self.kernel.after(self.timeout, self._timed_out, key)
 
@@ -345,7 +345,7 @@ class UserHost:
 
     def receive(self, message: tuple) -> None:
         if self.pending.pop(message[2] & ~RESPONSE, None) is not None:
-            self.trace.append((self.kernel.now, "user", "recv", f"{message[3].describe()} ({key_name(message[2])})"))
+            self.trace.append((self.kernel.now, "user", "recv", ("@ (#)", message[3], message[2])))
 
 
 class ResourceHost:
@@ -362,6 +362,6 @@ class ResourceHost:
 
     def receive(self, message: tuple) -> None:
         response = self.resource.write(message[3])
-        self.trace.append((self.kernel.now, "resource", "recv", f"{message[3].describe()} from {message[0]}: {response.describe()}"))
+        self.trace.append((self.kernel.now, "resource", "recv", ("@ from $: @", message[3], message[0], response)))
         self.ghost.settle()
         self.network.send(("resource", message[0], message[2] | RESPONSE, response))

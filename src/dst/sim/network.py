@@ -16,7 +16,6 @@ from .kernel import Kernel
 from .rng import Keyed
 from .trace import format_time
 
-RESPONSE = 1 << 63
 _N_BITS = 20
 
 
@@ -25,12 +24,6 @@ def message_key(step_id: int, kind: int, n: int) -> int:
     ``step_id``. Counting per kind keeps a release's key, and so its draws, the same however many
     acquire attempts came before it."""
     return (step_id << _N_BITS) | (kind << 12) | n
-
-
-def key_name(key: int) -> str:
-    """``17.3.0`` for step 17's first message of kind 3; ``17.3.0r`` for its response."""
-    base = key & ~RESPONSE
-    return f"{base >> _N_BITS}.{(base >> 12) & 0xFF}.{base & 0xFFF}{'r' if key & RESPONSE else ''}"
 
 
 Message = tuple[str, str, int, object]
@@ -66,34 +59,35 @@ class Network:
         partitioned = self.partitioned
         if not partitioned:
             return False
-        now = self.kernel.now
-        if dst == self._server:
-            return partitioned.get(src, -1) > now
-        if src == self._server:
-            return partitioned.get(dst, -1) > now
+        client = src if dst == self._server else dst if src == self._server else None
+        until = partitioned.get(client, -1)  # type: ignore[arg-type]
+        if until > self.kernel.now:
+            return True
+        if until >= 0:
+            del partitioned[client]  # healed: later messages need not look  # type: ignore[arg-type]
         return False
 
     def send(self, message: Message) -> None:
         src, dst, key, payload = message
         kernel = self.kernel
         if self.partitioned and self.cut(src, dst):
-            self.trace.append((kernel.now, "net", "cut", f"{src}->{dst} {key_name(key)}"))
+            self.trace.append((kernel.now, "net", "cut", ("$->$ #", src, dst, key)))
             return
         r = self.rng.bits(key)
         if (r >> 48) < self._loss_below:
-            self.trace.append((kernel.now, "net", "lost", f"{src}->{dst} {key_name(key)}"))
+            self.trace.append((kernel.now, "net", "lost", ("$->$ #", src, dst, key)))
             return
         latency = self.lo + r % self.span
         if ((r >> 32) & 0xFFFF) < self._delay_below:
             latency += self._delay_lo + self.rng.bits(key, 2) % self._delay_span
-            self.trace.append((kernel.now, "net", "delayed", f"{src}->{dst} {key_name(key)} by {format_time(latency)}"))
+            self.trace.append((kernel.now, "net", "delayed", ("$->$ # by $", src, dst, key, format_time(latency))))
         kernel.after(latency, self._deliver, message)
         if ((r >> 16) & 0xFFFF) < self._duplicate_below:
-            self.trace.append((kernel.now, "net", "duplicated", f"{src}->{dst} {key_name(key)}"))
+            self.trace.append((kernel.now, "net", "duplicated", ("$->$ #", src, dst, key)))
             kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
 
     def _deliver(self, message: Message) -> None:
         if self.partitioned and self.cut(message[0], message[1]):
-            self.trace.append((self.kernel.now, "net", "cut", f"{message[0]}->{message[1]} {key_name(message[2])}"))
+            self.trace.append((self.kernel.now, "net", "cut", ("$->$ #", message[0], message[1], message[2])))
             return
         self.endpoints[message[1]](message)

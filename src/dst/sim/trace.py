@@ -1,36 +1,53 @@
 """The trace: every meaningful event of a run, its digest, and a plain rendering.
 
-An entry is a tuple ``(time_ms, actor, kind, detail)`` of ints and strings only,
-so its ``repr`` (and so the digest) is the same in every process.
+An entry is a tuple ``(time_ms, actor, kind, detail)``. On the hot path ``detail`` is
+recorded raw, as a tuple ``(template, *args)``, and only turned into text when someone
+reads it: in the template ``@`` is the next argument's ``describe()``, ``#`` a message key
+(``17.3.0``) and ``$`` the argument as it is. Rare events record a plain string. Every
+argument is an int, a string or a frozen record whose ``repr`` names its fields, so the
+``repr`` of the trace, and so its digest, is the same in every process.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from typing import Any, Iterable
 
-Event = tuple[int, str, str, str]
-
-
-class Trace:
-    __slots__ = ("events",)
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def digest(self) -> str:
-        return digest(self.events)
-
-    def __len__(self) -> int:
-        return len(self.events)
+Event = tuple[int, str, str, Any]  # detail: a string, or a raw (template, *args) tuple
+RESPONSE = 1 << 63
 
 
 def digest(events: Iterable[Event]) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for event in events:
-        h.update(repr(event).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    """The trace's fingerprint: a hash of the ``repr`` of every event, taken in one call so the cost stays in C."""
+    return hashlib.blake2b(repr(list(events)).encode(), digest_size=16).hexdigest()
+
+
+def key_name(key: int) -> str:
+    """``17.3.0`` for step 17's first message of kind 3; ``17.3.0r`` for its response."""
+    base = key & ~RESPONSE
+    return f"{base >> 20}.{(base >> 12) & 0xFF}.{base & 0xFFF}{'r' if key & RESPONSE else ''}"
+
+
+def format_detail(detail: Any) -> str:
+    if detail.__class__ is str:
+        return detail
+    template, args = detail[0], iter(detail[1:])
+    out = []
+    for ch in template:
+        if ch == "@":
+            out.append(next(args).describe())
+        elif ch == "#":
+            out.append(key_name(next(args)))
+        elif ch == "$":
+            out.append(str(next(args)))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def formatted(event: Event) -> tuple[int, str, str, str]:
+    """The event with its detail as text."""
+    return (event[0], event[1], event[2], format_detail(event[3]))
 
 
 def format_time(ms: int) -> str:
@@ -46,6 +63,7 @@ def format_time(ms: int) -> str:
 def format_event(event: Event) -> str:
     time, actor, kind, detail = event
     text = f"t={format_time(time):>9} {actor:<8} {kind}"
+    detail = format_detail(detail)
     return f"{text} {detail}" if detail else text
 
 
