@@ -192,11 +192,17 @@ class Simulation:
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
                                         tuple(formatted(e) for e in self.trace[-20:]))
         jobs = Counter(detail.split(": ", 1)[1] for _, _, kind, detail in self.trace if kind == "job-end")
-        return RunResult(
+        checks = self.ghost.checks + (self.ghost.runs.checks if self.ghost.runs else 0)
+        result = RunResult(
             scenario=scenario.name, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
-            events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults),
-            invariants=self.invariants, checks=self.ghost.checks + (self.ghost.runs.checks if self.ghost.runs else 0), jobs=dict(jobs), violation=violation,
+            events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
+            checks=checks, jobs=dict(jobs), violation=violation,
         )
+        # The hosts, network and kernel reference one another, so only the cycle collector could free
+        # them; emptying the big containers now returns their memory at once (flat memory over a campaign).
+        self.trace.clear()
+        kernel._queue.clear()
+        return result
 
 
 def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None) -> RunResult:
