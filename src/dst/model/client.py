@@ -18,7 +18,7 @@ from typing import Generator
 import attrs
 
 from .bugs import Bugs
-from .interface import (CALL, RESOURCE, SERVER, SLEEP, WORK, Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner,
+from .interface import (CALL, RESOURCE, SLEEP, WORK, call, Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner,
                         Release, Renew, Renewed, Write)
 from .service import Clock
 
@@ -42,27 +42,17 @@ class LeaseClient:
         self.config = config
         self.bugs = bugs
 
-    def _call(self, request: object, attempts: int) -> Generator[tuple, object, tuple[object, int]]:
-        """Send with retries on timeout; returns (response or None, send time of the answered try)."""
-        sent = self.clock.now
-        for _ in range(attempts):
-            sent = self.clock.now
-            response = yield (CALL, SERVER, request)
-            if response is not None:
-                return response, sent
-        return None, sent
-
     def job(self, limit: str, slots: int, work: int, writes: int) -> Job:
         """One job; returns how it ended (shown in the trace)."""
         clock, cfg = self.clock, self.config
         give_up = clock.now + cfg.acquire_patience
         while True:
-            response, sent = yield from self._call(Acquire(limit, slots, self.name), cfg.retries + 1)
+            response, sent = yield from call(self.clock, Acquire(limit, slots, self.name), cfg.retries + 1)
             if isinstance(response, Granted):
                 break
             if clock.now >= give_up:
                 # The run leaves its active state without ever holding a slot, and says so.
-                yield from self._call(Exit(limit, slots, self.name), cfg.retries + 1)
+                yield from call(self.clock, Exit(limit, slots, self.name), cfg.retries + 1)
                 return "gave up acquiring"
             yield (SLEEP, response.retry_after if isinstance(response, Denied) else 1_000)
         lease, token, seat = response.lease, response.token, response.seat
@@ -76,7 +66,7 @@ class LeaseClient:
             while left > 0:
                 if clock.now >= renew_at:
                     # Renewal is the authority's word on the lease, so a holder that wakes late asks it first.
-                    response, sent = yield from self._call(Renew(lease, self.name), cfg.renew_attempts)
+                    response, sent = yield from call(self.clock, Renew(lease, self.name), cfg.renew_attempts)
                     if isinstance(response, Renewed):
                         deadline, renew_at = sent + cfg.ttl, sent + renew_every
                         continue  # a reply that came back late may already be due again
@@ -115,11 +105,11 @@ class LeaseClient:
         if self.bugs.unchecked_release:
             # wrong: compare the owner, then delete by key, as two requests: a successor's lease can
             # take the seat in between (seed 004; docket keys slots by task; redis-py does it in Lua)
-            response, _ = yield from self._call(Owner(limit, seat), attempts)
+            response, _ = yield from call(self.clock, Owner(limit, seat), attempts)
             if isinstance(response, Occupant) and response.lease == lease:
-                yield from self._call(Evict(limit, seat, lease), attempts)
+                yield from call(self.clock, Evict(limit, seat, lease), attempts)
             return
-        yield from self._call(Release(lease, self.name, limit, slots), attempts)
+        yield from call(self.clock, Release(lease, self.name, limit, slots), attempts)
 
 
 _NEVER = 1 << 62

@@ -38,6 +38,18 @@ RESOURCE = "resource"
 Handler = Generator[None, None, "Response | None"]
 
 
+def call(clock: Any, request: Any, attempts: int, destination: str = "server") -> Generator[tuple, object, tuple[Any, int]]:
+    """A client's request with retries on timeout (``yield from`` it in a job): returns the response,
+    or None when every try timed out, and the send time of the try that was answered."""
+    sent = clock.now
+    for _ in range(attempts):
+        sent = clock.now
+        response = yield (CALL, destination, request)
+        if response is not None:
+            return response, sent
+    return None, sent
+
+
 def message(cls: type) -> type:
     """A frozen record for the wire, with a lean ``repr`` (the trace's digest reprs every message it
     records; attrs' own ``repr`` guards against recursion, which costs four times as much)."""

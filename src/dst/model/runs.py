@@ -29,7 +29,7 @@ from typing import Generator, Protocol
 import attrs
 
 from .bugs import Bugs
-from .interface import CALL, SERVER, SLEEP, WORK, Done, Handler, Refused, message
+from .interface import SLEEP, WORK, Done, Handler, Refused, call, message
 from .service import Clock
 
 SCHEDULED, RUNNING, CANCELLING, CANCELLED, COMPLETED = "SCHEDULED", "RUNNING", "CANCELLING", "CANCELLED", "COMPLETED"
@@ -358,20 +358,12 @@ class Worker:
         self.config = config
         self.shift_end = shift_end
         self.write_time = write_time
-        self.retries = retries
+        self.attempts = retries + 1
 
-    def _call(self, request: object) -> Generator[tuple, object, tuple[object, int]]:
-        sent = self.clock.now
-        for _ in range(self.retries + 1):
-            sent = self.clock.now
-            response = yield (CALL, SERVER, request)
-            if response is not None:
-                return response, sent
-        return None, sent
 
     def serve(self) -> Generator[tuple, object, str]:
         while True:
-            response, sent = yield from self._call(Read(self.consumer))
+            response, sent = yield from call(self.clock, Read(self.consumer), self.attempts)
             if isinstance(response, Delivery):
                 yield from self._process(response, sent)
             elif isinstance(response, Empty) and response.unfinished == 0 and self.clock.now >= self.shift_end:
@@ -388,11 +380,11 @@ class Worker:
             if clock.now >= deadline:
                 return  # the claim may have been reclaimed: stop, and do not ack
             if clock.now >= beat_at:
-                response, beat_sent = yield from self._call(Heartbeat(run, token))
+                response, beat_sent = yield from call(self.clock, Heartbeat(run, token), self.attempts)
                 if isinstance(response, Beat):
                     deadline, beat_at = beat_sent + cfg.redelivery_timeout, beat_sent + cfg.heartbeat_interval
                     if response.cancel:
-                        yield from self._call(Ack(run, token, cancelled=True))
+                        yield from call(self.clock, Ack(run, token, cancelled=True), self.attempts)
                         return
                 elif response is None:
                     beat_at = clock.now + cfg.heartbeat_interval  # suspicion, not proof: work on to the deadline
@@ -405,4 +397,4 @@ class Worker:
         if clock.now >= deadline:
             return
         yield (SLEEP, self.write_time)  # producing the result: a pause here acks late
-        yield from self._call(Ack(run, token))
+        yield from call(self.clock, Ack(run, token), self.attempts)

@@ -181,7 +181,6 @@ class Store:
         table = self._leases
         assert sorted((l.expiry, l.id) for l in table.rows.values()) == list(table.by_expiry)
         assert all(table.rows[i].seat == seat and table.rows[i].limit == limit for (limit, seat), i in table.seats.items())
-        assert all(table.seats.get((l.limit, l.seat)) is not None for l in table.rows.values())
         assert table.lapsed <= set(table.rows)
         for limit in {l.limit for l in table.rows.values()} | set(table.lapsed_slots):
             assert table.lapsed_slots.get(limit, 0) == sum(table.rows[i].slots for i in table.lapsed
