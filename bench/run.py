@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from functools import partial
 from math import inf
@@ -35,8 +36,10 @@ import simpy
 from rich.console import Console
 from rich.table import Table
 
-from dst.explore.selftest import bug_scenario
-from dst.model.bugs import CATALOGUE, KNOWN_BUGS
+from dst.explore.record import minimize
+from dst.explore.fuzz import Outcome
+from dst.explore.selftest import bug_scenario, smallest_finding
+from dst.model.bugs import CATALOGUE, KNOWN_BUGS, SKETCH_STEPS
 from dst.scenario import INVARIANT_IDS, Scenario, load_scenario
 
 # bench/ is the script's directory, so its modules import by their plain names
@@ -147,6 +150,26 @@ def bench_finding(s: Settings) -> dict[str, Any]:
     return result
 
 
+def bench_minimizer(find: dict[str, Any], candidates: int = 3) -> dict[str, Any]:
+    """Per slug: minimize the violation its first hunt found, as ``dst fuzz`` does (swarm on); and the
+    smallest of the first ``candidates`` violations, as ``dst selftest --findings`` does."""
+    result = {}
+    for slug, f in find.items():
+        first = next((h for h in f["hunts"] if h["invariant"]), None)
+        if first is None:
+            continue
+        began = time.process_time()
+        shrunk = minimize(bug_scenario(slug), first["seed"], use_swarm=True)
+        cpu = time.process_time() - began
+        best = smallest_finding(slug, Outcome(first["seed"], 0, first["invariant"]), candidates=candidates,
+                                use_swarm=True, workers=1)
+        result[slug] = {"seed": first["seed"], "steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after,
+                        "runs": shrunk.runs, "cpu_seconds": cpu, "stop": shrunk.stop.name,
+                        "best_of": candidates, "best_steps": best.steps_after, "sketch": SKETCH_STEPS[slug],
+                        "within_sketch": best.steps_after <= SKETCH_STEPS[slug] + 1}
+    return result
+
+
 def bench_parallel(s: Settings, scenario: Scenario) -> dict[str, Any]:
     """Seeds/s on the wall clock; and, to tell overhead from a busy machine, the CPU each seed
     took (workers included) and the cores kept busy (CPU seconds per wall second). In each round,
@@ -213,6 +236,9 @@ def goals(r: dict[str, Any]) -> list[dict[str, Any]]:
     off = r["bugs_off"]["total"]
     rows = [(goal, ratio["median"], times(ratio), op, bound) for goal, ratio, op, bound in ratios]
     rows += finding_goals(r["finding"])
+    within = sum(m["within_sketch"] for m in r["minimizer"].values())
+    rows.append(("smallest of 3 minimized violations within the catalogue's sketch + 1", within / len(KNOWN_BUGS),
+                 f"{within}/{len(KNOWN_BUGS)}", ">=", 1.0))
     rows.append(("violations with every bug off, whole suite", off["violations"],
                  f"{off['violations']} in {off['seeds']:,} seeds", "<=", 0))
     return [{"goal": goal, "measured": None if value == inf else value, "shown": shown, "target": f"{op} {bound:.3g}",
@@ -324,6 +350,16 @@ def finding_table(find: dict[str, Any], s: dict[str, Any]) -> Table:
     return t
 
 
+def minimizer_table(mini: dict[str, Any]) -> Table:
+    best_of = next(iter(mini.values()))["best_of"] if mini else 0
+    rows = [(slug, str(m["seed"]), f"{m['steps_before']} -> {m['steps_after']}", str(m["runs"]),
+             f"{m['cpu_seconds']:.2f}", m["stop"].lower(), str(m["best_steps"]), f"{m['sketch']} + 1",
+             yes(m["within_sketch"])) for slug, m in mini.items()]
+    return table("Minimizer: each bug's first violation minimized (steps, runs, CPU s), and the smallest of "
+                 f"its first {best_of} violations against the catalogue's sketch",
+                 ("bug", "seed", "steps", "runs", "CPU s", "stop", f"best of {best_of}", "sketch", "within"), rows)
+
+
 def parallel_table(par: dict[str, Any], s: dict[str, Any]) -> Table:
     columns = ("seeds_per_s", "cpu_ms_per_seed", "cores_busy")
     rows = [(name, *(f"{par[key][name]['median']:.2f}" for key in columns)) for name in WORKERS]
@@ -349,7 +385,8 @@ def goals_table(goals: list[dict[str, Any]]) -> Table:
 def render(r: dict[str, Any]) -> list[Table]:
     s = r["settings"]
     return [kernel_table(r["kernel"]), model_table(r["model"]), scaling_table(r["scaling"]),
-            memory_table(r["memory"], s["memory"]), finding_table(r["finding"], s), parallel_table(r["parallel"], s),
+            memory_table(r["memory"], s["memory"]), finding_table(r["finding"], s), minimizer_table(r["minimizer"]),
+            parallel_table(r["parallel"], s),
             bugs_off_table(r["bugs_off"], s), goals_table(r["goals"])]
 
 
@@ -366,7 +403,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the JSON results (default: {OUT})")
     args = parser.parse_args()
     s = QUICK if args.quick else Settings()
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 140)
     scenario = load_scenario()
     assert scenario.invariants == INVARIANT_IDS, "the default scenario should check every invariant"
     start = time.perf_counter()
@@ -376,7 +413,8 @@ def main() -> None:
                                   "for parallel; finding records both"}
     sections = {"kernel": partial(bench_kernel, s), "model": partial(bench_model, s, scenario),
                 "scaling": partial(bench_scaling, s, scenario), "memory": partial(bench_memory, s),
-                "finding": partial(bench_finding, s), "parallel": partial(bench_parallel, s, scenario),
+                "finding": partial(bench_finding, s), "minimizer": lambda: bench_minimizer(r["finding"]),
+                "parallel": partial(bench_parallel, s, scenario),
                 "clean": partial(bench_clean, s)}
     for name, bench in sections.items():
         with console.status(f"measuring {name}..."):
