@@ -4,6 +4,7 @@ seed bookkeeping (shards, workers, budgets) is exact."""
 from __future__ import annotations
 
 import json
+import os
 
 import attrs
 import pytest
@@ -28,8 +29,8 @@ def test_the_fuzzer_finds_each_bug_within_a_small_budget(slug):
 @pytest.mark.parametrize("slug", KNOWN_BUGS)
 def test_each_bug_scenario_with_its_bug_off_finds_nothing(slug):
     scenario = attrs.evolve(bug_scenario(slug), bugs=())
-    outcomes = list(campaign(scenario, seeds(1, 151, None), use_swarm=True, workers=2))
-    assert len(outcomes) == 150
+    outcomes = list(campaign(scenario, seeds(1, 201, None), use_swarm=True, workers=2))
+    assert len(outcomes) == 200
     assert [(o.seed, o.invariant, o.message) for o in outcomes if o.invariant] == []
 
 
@@ -132,3 +133,20 @@ def test_dst_selftest_on_a_subset(capsys):
     assert [b["slug"] for b in report["bugs"]] == ["anonymous-release", "stale-check-increment"]
     assert all(b["hit"] in b["expected"] for b in report["bugs"])
     assert [c["seeds"] for c in report["clean"]] == [20, 20]
+
+
+def test_ctrl_c_stops_a_campaign_cleanly_and_prints_the_summary_so_far(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "dst", "fuzz", "--time-budget", "60s", "--workers", "2", "--json",
+                             "--no-findings"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, start_new_session=True)
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
+    out, err = proc.communicate(timeout=60)
+    report = json.loads(out)
+    assert proc.returncode == 130 and report["interrupted"] and report["seeds_run"] > 0
+    assert "Traceback" not in err

@@ -16,14 +16,13 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
 import attrs
 
 from . import __version__
-from .explore.fuzz import Outcome, Shard, Tally, campaign, seeds
+from .explore.fuzz import Outcome, Shard, Tally, campaign, seeds, worker_pool
 from .explore.swarm import swarm
 from .findings import FindingError
 from .model.bugs import CATALOGUE, KNOWN_BUGS
@@ -481,7 +480,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     _check_slugs(args.bug)
     slugs = args.bug or list(CATALOGUE)
     console = _console(stderr=True)
-    executor = ProcessPoolExecutor(max_workers=args.workers) if args.workers > 1 else None
+    executor = worker_pool(args.workers) if args.workers > 1 else None
     options = dict(use_swarm=args.swarm, workers=args.workers, executor=executor)
     try:
         found = []

@@ -8,6 +8,7 @@ keeps the seeds congruent to K-1 modulo N, so N CI jobs cover disjoint seeds.
 
 from __future__ import annotations
 
+import signal
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Callable, Iterator
@@ -63,6 +64,16 @@ def run_seed(scenario: Scenario, seed: int, use_swarm: bool) -> Outcome:
     return Outcome(seed, result.events, v.invariant, v.message, v.time)
 
 
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Processes for a campaign. Ctrl-C reaches the whole process group; the workers ignore it, so
+    only the campaign stops, cleanly, and prints what it found."""
+    return ProcessPoolExecutor(max_workers=workers, initializer=_ignore_interrupts)
+
+
 def _run_chunk(scenario: Scenario, chunk: list[int], use_swarm: bool) -> list[Outcome]:
     return [run_seed(scenario, seed, use_swarm) for seed in chunk]
 
@@ -82,7 +93,7 @@ def campaign(scenario: Scenario, seed_iter: Iterator[int], *, use_swarm: bool, w
                 return
             yield run_seed(scenario, seed, use_swarm)
         return
-    pool = executor or ProcessPoolExecutor(max_workers=workers)
+    pool = executor or worker_pool(workers)
     pending: list[Future[list[Outcome]]] = []
     try:
         exhausted = False

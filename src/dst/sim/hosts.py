@@ -228,7 +228,7 @@ class ServerHost:
     """
 
     __slots__ = ("kernel", "service", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
-                 "restarts", "last_boot", "pct")
+                 "pct")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
                  *, store_latency: tuple[int, int], scheduler: str = "uniform") -> None:
@@ -241,13 +241,10 @@ class ServerHost:
         self.lo, self.span = store_latency[0], store_latency[1] - store_latency[0] + 1
         self.epoch = 0
         self.up = False
-        self.restarts = 0
-        self.last_boot = 0
         self.pct = scheduler == "pct"
 
     def boot(self) -> None:
         self.up = True
-        self.last_boot = self.kernel.now
         self.ghost.server_up()
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
         for key, recovery in self.service.boot():
@@ -256,7 +253,6 @@ class ServerHost:
             self.kernel.after(interval, self._tick, (self.epoch, loop, interval))
 
     def restart(self, down: int) -> None:
-        self.restarts += 1
         self.epoch += 1
         self.up = False
         self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
