@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import attrs
 
@@ -39,7 +39,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage block
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
@@ -258,7 +258,7 @@ def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None
     other = json.loads(done.stdout)
     if other["trace_digest"] == result.digest:
         return None
-    diff = first_difference(list(result.trace), [tuple(e) for e in other["trace"]])  # type: ignore[misc]
+    diff = first_difference(list(result.trace), [tuple(e) for e in other["trace"]])
     if diff is None:
         return "the trace digests differ but the traces are equal"
     index, mine, theirs = diff
@@ -415,6 +415,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
     origin = {"scenario": scenario.source, "seed": args.seed, "swarm": args.swarm}
     recorded = record(shrunk, Path(args.findings), origin)
     v = shrunk.result.violation
+    assert v is not None  # a shrunk run violates its invariant by construction
     summary = {"path": str(recorded.path), "new": recorded.written, "invariant": v.invariant, "message": v.message,
                "steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,
                "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value}

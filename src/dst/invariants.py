@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from heapq import heappop, heappush
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from .model.interface import View, Write
 from .model.runs import Cancel
@@ -175,7 +175,7 @@ class Ghost:
 
     def work_started(self, client: str, lease: Any) -> None:
         if lease.__class__ is not int:
-            self.runs.work_started(client, lease)  # a run's claim, not a lease
+            cast(RunGhost, self.runs).work_started(client, lease)  # a run's claim, not a lease
             return
         limit = self.limit_of.get(lease)
         self.working[client] = lease
@@ -194,7 +194,7 @@ class Ghost:
 
     def work_stopped(self, client: str, lease: Any) -> None:
         if lease.__class__ is not int:
-            self.runs.work_stopped(client, lease)
+            cast(RunGhost, self.runs).work_stopped(client, lease)
             return
         del self.working[client]
         limit = self.limit_of.get(lease)

@@ -106,7 +106,7 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
     action = data.get("action")
     if not isinstance(action, str) or action not in ACTIONS:
         raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {action!r}")
-    who, kinds = ACTIONS[action]  # type: ignore[index]
+    who, kinds = ACTIONS[action]
     actor = data.get("actor")
     if who == "user":
         if actor != "user":
@@ -144,7 +144,7 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{key}: expected a name, got {value!r}")
             args[key] = value
-    return Step(step_id, at, actor, action, tuple(sorted(args.items())))  # type: ignore[arg-type]
+    return Step(step_id, at, actor, action, tuple(sorted(args.items())))
 
 
 def sort_steps(steps: Iterable[Step]) -> tuple[Step, ...]:

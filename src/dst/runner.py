@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import gc
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -155,7 +155,8 @@ class Simulation:
             self.server.restart(step.arg("down", 0))  # type: ignore[arg-type]
             return
         if step.actor == "user":
-            request = Submit(step.arg("run"), step.arg("work", 0)) if step.action == "submit" else Cancel(step.arg("run"))
+            run_id, work = cast(int, step.arg("run")), cast(int, step.arg("work", 0))
+            request = Submit(run_id, work) if step.action == "submit" else Cancel(run_id)
             self.user.submit(step.id, request)
             return
         host = self.clients[step.actor]

@@ -115,7 +115,7 @@ def _one_of(options: tuple[str, ...]) -> Kind:
     def read(value: object) -> str:
         if value not in options:
             raise ValueError(f"expected one of {', '.join(repr(o) for o in options)}, got {value!r}")
-        return value  # type: ignore[return-value]
+        return value
 
     return Kind(read)
 
@@ -382,7 +382,7 @@ def _steps(r: _Reader, doc: dict[str, Any], limits: dict[str, int], default_limi
         if limit is not None and limit not in limits:
             raise r.fail(f"steps[{i}].limit", f"one of the model's limits ({', '.join(limits)})", limit)
         slots = step.arg("slots")
-        capacity = limits[limit or default_limit]  # type: ignore[index]
+        capacity = limits[limit or default_limit]
         if slots is not None and slots > capacity:  # type: ignore[operator]
             raise r.fail(f"steps[{i}].slots", f"at most the limit's capacity ({capacity})", slots)
         parsed.append(step)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Callable, Iterator
+from typing import Callable, Generator, Iterator
 
 import attrs
 
@@ -80,7 +80,7 @@ def _run_chunk(scenario: Scenario, chunk: list[int], use_swarm: bool) -> list[Ou
 
 def campaign(scenario: Scenario, seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
              deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
-             executor: ProcessPoolExecutor | None = None) -> Iterator[Outcome]:
+             executor: ProcessPoolExecutor | None = None) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,

@@ -41,12 +41,12 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
         if fault.rate <= 0:
             continue
         rnd = streams.sequence("faults", kind)
-        t = 0.0
+        clock = 0.0
         while True:
-            t += rnd.expovariate(fault.rate / _MINUTE)
-            if t >= duration:
+            clock += rnd.expovariate(fault.rate / _MINUTE)
+            if clock >= duration:
                 break
-            at = int(t) - int(t) % grain
+            at = int(clock) - int(clock) % grain
             length = pick(rnd, fault.duration)
             if kind == "server_restart":
                 raw.append((at, "server", "restart", {"down": length}))

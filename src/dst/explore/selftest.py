@@ -74,8 +74,9 @@ def find_bug(slug: str, *, max_seeds: int, seconds: float, use_swarm: bool, work
              executor: ProcessPoolExecutor | None = None) -> BugRow:
     found, n, took = hunt(bug_scenario(slug), start=1, max_seeds=max_seeds, seconds=seconds, use_swarm=use_swarm,
                           workers=workers, executor=executor)
-    return BugRow(slug, CATALOGUE[slug], found and found.invariant, n, found and found.seed, took,
-                  found and found.message)
+    if found is None:
+        return BugRow(slug, CATALOGUE[slug], None, n, None, took, None)
+    return BugRow(slug, CATALOGUE[slug], found.invariant, n, found.seed, took, found.message)
 
 
 def smallest_finding(slug: str, first: Outcome, *, candidates: int, use_swarm: bool, workers: int,

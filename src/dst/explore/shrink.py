@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, cast
 
 import attrs
 
@@ -74,7 +74,7 @@ def size(s: Scenario) -> tuple:
     noise = (net.loss > 0) + (net.duplicate > 0) + (net.delay > 0) + (net.latency[0] != net.latency[1]) \
         + (s.model.store_latency[0] != s.model.store_latency[1]) + (s.run.scheduler != "uniform")
     return (len(steps), len(clients), sum(_durations(st) for st in steps), max((st.at for st in steps), default=0),
-            sum(st.at for st in steps), sum(int(st.arg("writes", 0)) + int(st.arg("slots", 0)) for st in steps),
+            sum(st.at for st in steps), sum(cast(int, st.arg("writes", 0)) + cast(int, st.arg("slots", 0)) for st in steps),
             sum(cap for _, cap in s.model.limits), noise, max((int(a[1:]) for a in clients), default=0))
 
 
@@ -127,28 +127,28 @@ class Shrinker:
     def shorten(self) -> None:
         for index in range(len(self.best.steps or ())):
             for candidate in _shorter_steps((self.best.steps or ())[index]):
-                steps = list(self.best.steps or ())
-                if index < len(steps):
-                    steps[index] = candidate
-                    if self.consider(self.with_steps(steps)):
+                current = list(self.best.steps or ())
+                if index < len(current):
+                    current[index] = candidate
+                    if self.consider(self.with_steps(current)):
                         break
         # Close the gap before each step, moving it and everything after it earlier.
         index = 0
         while index < len(self.best.steps or ()):
-            steps = self.best.steps or ()
-            gap = steps[index].at - (steps[index - 1].at if index else 0)
+            plan = self.best.steps or ()
+            gap = plan[index].at - (plan[index - 1].at if index else 0)
             for cut in dict.fromkeys((gap, gap // 2, gap % 1000)):
                 if cut and self.consider(self.with_steps(
-                        steps[:index] + tuple(attrs.evolve(s, at=s.at - cut) for s in steps[index:]))):
+                        plan[:index] + tuple(attrs.evolve(s, at=s.at - cut) for s in plan[index:]))):
                     break
             index += 1
 
     def lower_counts(self) -> None:
-        steps = self.best.steps or ()
-        order = list(dict.fromkeys(s.actor for s in steps if s.actor.startswith("c")))
+        plan = self.best.steps or ()
+        order = list(dict.fromkeys(s.actor for s in plan if s.actor.startswith("c")))
         rename = {old: f"c{i}" for i, old in enumerate(order, 1)}
         if any(old != new for old, new in rename.items()):
-            self.consider(self.with_steps(attrs.evolve(s, actor=rename.get(s.actor, s.actor)) for s in steps))
+            self.consider(self.with_steps(attrs.evolve(s, actor=rename.get(s.actor, s.actor)) for s in plan))
         for name in ("writes", "slots"):
             for index in range(len(self.best.steps or ())):
                 steps = list(self.best.steps or ())
@@ -197,9 +197,9 @@ def _shorter_steps(step: Step) -> Iterator[Step]:
 
 def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
     """Simplifications of the environment, one at a time, in a fixed order."""
-    net_changes = {"loss": 0.0, "duplicate": 0.0, "delay": 0.0}
-    for name, value in net_changes.items():
-        yield lambda sc, n=name, v=value: attrs.evolve(sc, network=attrs.evolve(sc.network, **{n: v}))
+    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, loss=0.0))
+    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, duplicate=0.0))
+    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, delay=0.0))
     yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, latency=(sc.network.latency[0],) * 2))
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_latency=(sc.model.store_latency[0],) * 2))
     yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))

@@ -59,3 +59,8 @@ class Bugs:
 
     def __repr__(self) -> str:
         return f"Bugs({sorted(self.on)!r})"
+
+    def __getattr__(self, name: str) -> bool:
+        # Every slug's flag is set in __init__; this runs only for a name that is not one (and tells
+        # type checkers that the flags are booleans).
+        raise AttributeError(f"no bug flag {name!r}; slugs: {', '.join(KNOWN_BUGS)}")

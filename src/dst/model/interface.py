@@ -20,7 +20,7 @@ Requests and responses are small frozen records; ``describe()`` gives the trace 
 
 from __future__ import annotations
 
-from typing import Any, Generator, Protocol
+from typing import Any, Generator, Protocol, TypeVar, cast, dataclass_transform
 
 import attrs
 
@@ -35,7 +35,7 @@ from ..sim.hosts import CALL, SLEEP, WORK  # noqa: F401  (re-exported: part of t
 SERVER = "server"
 RESOURCE = "resource"
 
-Handler = Generator[None, None, "Response | None"]
+Handler = Generator[None, None, Any]  # yields before each store transaction; returns the response (or None)
 
 
 def call(clock: Any, request: Any, attempts: int, destination: str = "server") -> Generator[tuple, object, tuple[Any, int]]:
@@ -50,15 +50,19 @@ def call(clock: Any, request: Any, attempts: int, destination: str = "server") -
     return None, sent
 
 
-def message(cls: type) -> type:
+@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field,))
+def message(cls: type[T]) -> type[T]:
     """A frozen record for the wire, with a lean ``repr`` (the trace's digest reprs every message it
     records; attrs' own ``repr`` guards against recursion, which costs four times as much)."""
     cls = attrs.frozen(repr=False)(cls)
-    fields = ", ".join(f"{{self.{f.name}!r}}" for f in attrs.fields(cls))
+    fields = ", ".join(f"{{self.{f.name}!r}}" for f in attrs.fields(cast(Any, cls)))
     namespace: dict[str, Any] = {}
     exec(f"def __repr__(self):\n    return f'{cls.__name__}({fields})'", namespace)  # as attrs generates code
-    cls.__repr__ = namespace["__repr__"]  # type: ignore[attr-defined]
+    setattr(cls, "__repr__", namespace["__repr__"])
     return cls
+
+
+T = TypeVar("T")
 
 
 # --- requests -----------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ class ReferenceModel:
                            durable_fence=not bugs.volatile_fence_counter)
         leases = LeaseService(self.store, clock, limits=limits, ttl=model.ttl, retry_after=model.retry_after,
                               reaper_interval=model.reaper_interval, bugs=bugs)
-        self.run_store = RunStore(run_observer) if run_observer is not None else None  # type: ignore[arg-type]
+        self.run_store = RunStore(run_observer) if run_observer is not None else None
         self.service = Server(leases) if self.run_store is None else Server(
             leases, RunService(self.run_store, clock, runs, bugs))
         self.resource = FencedResource(self.store, clock, observer,
@@ -73,7 +73,7 @@ class ReferenceModel:
         self._bugs = bugs
         self._shift_end = shift_end
 
-    def job(self, client: str, incarnation: int, step: Any) -> Generator:
+    def job(self, client: str, incarnation: int, step: Any) -> Generator[Any, Any, Any]:
         """The job a plan step asks of a client."""
         wl = self._workload
         if step.action == "serve":

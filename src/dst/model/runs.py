@@ -24,7 +24,7 @@ redelivery timeout, which no worker outlives.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Generator, Protocol
+from typing import Callable, ClassVar, Generator, Protocol
 
 import attrs
 
@@ -207,6 +207,8 @@ class RunService:
 
     def handle(self, request: object) -> Handler:
         return self._handlers[type(request)](self, request)
+
+    _handlers: ClassVar[dict[type, Callable[..., Handler]]]
 
     def _submit(self, req: Submit) -> Handler:
         yield

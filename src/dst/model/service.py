@@ -20,7 +20,7 @@ behaviour a bug flag switches on sits at one line marked ``# wrong:``.
 
 from __future__ import annotations
 
-from typing import Generator, Protocol
+from typing import Callable, ClassVar, Generator, Protocol
 
 from .bugs import Bugs
 from .interface import (Acquire, Denied, Done, Evict, Exit, Granted, Handler, Occupant, Owner, Refused, Release, Renew,
@@ -57,6 +57,8 @@ class LeaseService:
 
     def handle(self, request: Request) -> Handler:
         return self._handlers[type(request)](self, request)
+
+    _handlers: ClassVar[dict[type, Callable[..., Handler]]]
 
     def _acquire(self, req: Acquire) -> Handler:
         yield

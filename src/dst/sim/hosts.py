@@ -48,7 +48,7 @@ class ClientHost:
         self.alive = True
         self.incarnation = 1
         self.jobs: deque = deque()
-        self.job: Generator | None = None
+        self.job: Generator[Any, Any, Any] | None = None
         self.job_step = 0  # the plan step id of the running job: the key space of its messages
         self.sent: dict[int, int] = {}  # messages of each kind sent by the running job
         self.wait = 0  # bumped on every wait; a wake-up carrying an older value is stale
@@ -167,7 +167,7 @@ class ClientHost:
         job = self.job
         self.wait += 1  # whatever else was set to wake this job is stale from now on
         try:
-            command = job.send(value)  # type: ignore[union-attr]
+            command = job.send(value)  # type: ignore[union-attr]  # a job is running whenever this is called
         except StopIteration as stop:
             self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
             self.job = None

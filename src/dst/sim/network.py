@@ -63,7 +63,7 @@ class Network:
         until = partitioned.get(client, -1)  # type: ignore[arg-type]
         if until > self.kernel.now:
             return True
-        if until >= 0:
+        if until >= 0 and client is not None:
             del partitioned[client]  # healed: later messages need not look  # type: ignore[arg-type]
         return False
 
