@@ -3,7 +3,8 @@
 A run has three phases: the *active* phase (plan steps: jobs and faults), the
 *drain* (no new steps; wait until every client has finished its jobs, up to
 ``run.drain_limit``), and the *quiet* period, after which ``stranded-slot``
-checks that nothing is left held.
+checks that nothing is left held (and ``at-least-once`` that every run that was
+not cancelled was acknowledged).
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@
   one store round trip whose latency is a keyed draw, so which ready handler runs
   next is a seeded decision. A restart drops every in-flight handler, loses process
   memory, keeps the store, and starts the background loops again after the downtime.
+* :class:`UserHost` sends the requests of people outside the system (submit, cancel),
+  each on its own with its retries; :class:`ResourceHost` applies each write on delivery.
 
-Both report protected work and step boundaries to the ghost (the invariants).
+They report protected work, step boundaries and finished requests to the ghost (the invariants).
 """
 
 from __future__ import annotations
