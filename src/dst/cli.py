@@ -236,6 +236,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             render_events(console, result.trace)
             console.print()
         render_run(console, scenario, result, wall)
+        if not result.ok:
+            again = reproduce_command(args.seed, args.scenario, args.bug, args.swarm)
+            console.print(f"\nthe whole run:  [cyan]{again} --trace[/]")
+            console.print(f"minimize it:    [cyan]{again.replace('dst run', 'dst shrink', 1)}[/]")
         if args.check_determinism:
             if divergence is None:
                 console.print("[bold green]determinism[/]: a fresh process with another PYTHONHASHSEED gave the same trace")
