@@ -61,7 +61,7 @@ class LeaseClient:
 
         outcome = "done"
         chunks = _split(work, max(writes, 1))
-        for i, chunk in enumerate(chunks):
+        for chunk in chunks:
             left = chunk
             while left > 0:
                 if clock.now >= renew_at:
