@@ -187,6 +187,7 @@ def test_the_plugin_runs_findings_as_tests(pytester, shrunk):
     # A known bug that no longer reproduces exactly: fails.
     (findings / "003-drifted.toml").write_text(text.replace('trace_digest = "', 'trace_digest = "0', 1))
     (findings / "004-broken.toml").write_text("format = ")
+    (findings / "settings.toml").write_text("not = 'a finding'\n")  # not named like one: not collected
     result = pytester.runpytest("findings", "-q")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == 2 and outcomes.get("failed") == 2

@@ -11,14 +11,19 @@ it no longer reproduces: it guards the fix.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+_NAMED = re.compile(r"^\d{3,}-[^/]+\.toml$")
+
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.suffix == ".toml" and file_path.parent.name == "findings":
+    # Only files named as dst names findings (NNN-what-happened.toml), so other TOML files a project
+    # keeps in a folder called findings are left alone.
+    if file_path.suffix == ".toml" and file_path.parent.name == "findings" and _NAMED.match(file_path.name):
         return FindingFile.from_parent(parent, path=file_path)
     return None
 
