@@ -11,7 +11,7 @@ import pytest
 from dst.invariants import Ghost, Violation
 from dst.model.interface import Write
 from dst.model.runs import Claim, RunClaim
-from dst.invariants import RunGhost
+from dst.invariants import RunGhost, ServerWatch
 from dst.scenario import INVARIANT_IDS, RUN_INVARIANTS
 from dst.sim.kernel import Kernel
 
@@ -310,7 +310,9 @@ class RunWorld:
     def __init__(self, enabled=INVARIANT_IDS) -> None:
         self.kernel = Kernel()
         self.view = FakeRuns()
-        self.ghost = RunGhost(self.view, self.kernel, enabled, deadline_within=140_000, claim_timeout=120_000)
+        self.server = ServerWatch(self.kernel)
+        self.ghost = RunGhost(self.view, self.kernel, enabled, deadline_within=140_000, claim_timeout=120_000,
+                              server=self.server)
 
     def state(self, run: int, state: str) -> None:
         entered = self.kernel.now
@@ -337,9 +339,9 @@ def test_bounded_transition_allows_a_cancel_confirmed_in_time_and_waits_out_down
     w.state(1, "CANCELLED")
     w.state(2, "CANCELLING")
     w.kernel.run(110_000)
-    w.ghost.server_up_since = None  # down: the window starts again when it is back
+    w.server.up_since = None  # down: the window starts again when it is back
     w.kernel.run(160_000)
-    w.ghost.server_up_since = 160_000
+    w.server.up_since = 160_000
     w.kernel.run(290_000)
     w.state(2, "CANCELLED")
     w.kernel.run(600_000)

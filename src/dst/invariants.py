@@ -42,6 +42,27 @@ def shape(message: str) -> str:
     return re.sub(r"\d+", "#", message)
 
 
+class ServerWatch:
+    """When the server last came up (None while it is down). A liveness window counts only time the
+    server was up: after downtime the check is re-armed for a full window from the boot."""
+
+    __slots__ = ("kernel", "up_since")
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.up_since: int | None = 0
+
+    def rearmed(self, window_start: int, within: int, check: Any, args_from: Any) -> bool:
+        """If the server was not up since ``window_start``, schedule ``check(args_from(start))`` a full
+        window after it is (back) up, and say so; otherwise the window stands and the caller checks now."""
+        up = self.up_since
+        if up is not None and up <= window_start:
+            return False
+        start = self.kernel.now if up is None else up
+        self.kernel.at(start + within, check, args_from(start))
+        return True
+
+
 class Violation(StopRun):
     """An invariant failed: ``invariant`` is its stable id, ``message`` the one line of values."""
 
@@ -85,7 +106,7 @@ class Ghost:
         self.highest_token: dict[tuple[str, int], int] = {}  # (limit, seat) -> highest accepted
         self._dirty: list[str] = []  # limits touched since the last settle
         self._removed_while_working: list[tuple[str, int]] = []
-        self.server_up_since: int | None = 0  # None while the server is down
+        self.server = ServerWatch(kernel)
         self.runs: RunGhost | None = None  # the runs part's ghost, when the scenario has runs
 
     def fail(self, invariant: str, message: str) -> None:
@@ -218,14 +239,10 @@ class Ghost:
             self.kernel.after(self.reclaim_within, self._check_reclaimed, (client, held, now, now))
 
     def server_down(self) -> None:
-        self.server_up_since = None
-        if self.runs is not None:
-            self.runs.server_up_since = None
+        self.server.up_since = None
 
     def server_up(self) -> None:
-        self.server_up_since = self.kernel.now
-        if self.runs is not None:
-            self.runs.server_up_since = self.kernel.now
+        self.server.up_since = self.kernel.now
 
     def settle(self) -> None:
         """The end of a step: check what changed since the last one."""
@@ -273,12 +290,9 @@ class Ghost:
 
     def _check_reclaimed(self, arg: tuple[str, list[int], int, int]) -> None:
         client, held, died, window_start = arg
-        up = self.server_up_since
-        if up is None or up > window_start:
-            # The reaper did not run for the whole window: give it a full window from when it is back.
-            start = self.kernel.now if up is None else up
-            self.kernel.at(start + self.reclaim_within, self._check_reclaimed, (client, held, died, start))
-            return
+        if self.server.rearmed(window_start, self.reclaim_within, self._check_reclaimed,
+                               lambda start: (client, held, died, start)):
+            return  # the reaper did not run for the whole window
         self.checks += 1
         for lease in held:
             if lease in self.live:
@@ -330,7 +344,7 @@ class RunGhost:
     """
 
     def __init__(self, view: Any, kernel: Kernel, enabled: Iterable[str], *, deadline_within: int,
-                 claim_timeout: int) -> None:
+                 claim_timeout: int, server: ServerWatch) -> None:
         self.view = view
         self.kernel = kernel
         enabled = set(enabled)
@@ -346,7 +360,7 @@ class RunGhost:
         self.current: dict[int, int] = {}  # run -> token of its current claim
         self.never: set[int] = set()  # runs cancelled before they started
         self.working: dict[int, str] = {}  # run -> the worker working on it
-        self.server_up_since: int | None = 0
+        self.server = server
 
     def fail(self, invariant: str, message: str) -> None:
         raise Violation(invariant, self.kernel.now, message)
@@ -419,11 +433,9 @@ class RunGhost:
 
     def _check_bounded(self, arg: tuple[int, int, int]) -> None:
         run, entered, window_start = arg
-        up = self.server_up_since
-        if up is None or up > window_start:
-            start = self.kernel.now if up is None else up
-            self.kernel.at(start + self.deadline_within, self._check_bounded, (run, entered, start))
-            return
+        if self.server.rearmed(window_start, self.deadline_within, self._check_bounded,
+                               lambda start: (run, entered, start)):
+            return  # the deadline loops did not run for the whole window
         self.checks += 1
         if self.state.get(run) == "CANCELLING" and self.view.runs[run].entered == entered:
             self.fail("bounded-transition", f"run {run} entered CANCELLING at t={entered} and is still there "

@@ -119,7 +119,7 @@ class Simulation:
         if has_runs:
             ghost.runs = RunGhost(None, kernel, scenario.invariants,
                                   deadline_within=runs.cancelling_timeout + runs.sweep_interval + 1_000 + slack,
-                                  claim_timeout=runs.redelivery_timeout)
+                                  claim_timeout=runs.redelivery_timeout, server=ghost.server)
         # The invariants this run checks: the scenario's, less the runs part's when it has no runs.
         self.invariants = tuple(i for i in scenario.invariants if has_runs or i not in RUN_INVARIANTS)
         self.model = reference = ReferenceModel(model, wl, runs, Bugs(scenario.bugs), ghost, kernel,

@@ -205,9 +205,7 @@ class RunService:
         self.timers: list[tuple[int, int, int]] = []  # process memory: (due, run, state id armed for)
         self._ticks = 0
 
-    def handle(self, request: object) -> Handler:
-        return self._handlers[type(request)](self, request)
-
+    # Request type -> handler; the server process routes each request through it.
     _handlers: ClassVar[dict[type, Callable[..., Handler]]]
 
     def _submit(self, req: Submit) -> Handler:

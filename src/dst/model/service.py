@@ -24,7 +24,7 @@ from typing import Callable, ClassVar, Generator, Protocol
 
 from .bugs import Bugs
 from .interface import (Acquire, Denied, Done, Evict, Exit, Granted, Handler, Occupant, Owner, Refused, Release, Renew,
-                        Renewed, Request)
+                        Renewed)
 from .store import Lease, Store
 
 # Keys for background handlers' draws live above every client message key; the reaper's are tagged 1.
@@ -55,9 +55,7 @@ class LeaseService:
 
     # --- requests ---------------------------------------------------------------------------
 
-    def handle(self, request: Request) -> Handler:
-        return self._handlers[type(request)](self, request)
-
+    # Request type -> handler; the server process routes each request through it.
     _handlers: ClassVar[dict[type, Callable[..., Handler]]]
 
     def _acquire(self, req: Acquire) -> Handler:
