@@ -39,8 +39,11 @@ from rich.table import Table
 from dst.explore.record import minimize
 from dst.explore.fuzz import Outcome
 from dst.explore.selftest import bug_scenario, smallest_finding
-from dst.model.bugs import CATALOGUE, KNOWN_BUGS, SKETCH_STEPS
+from dst.reference.bugs import CATALOGUE as BUGS, KNOWN_BUGS
 from dst.scenario import INVARIANT_IDS, Scenario, load_scenario
+
+CATALOGUE = {bug.slug: bug.breaks for bug in BUGS}
+SKETCH_STEPS = {bug.slug: bug.sketch_steps for bug in BUGS}
 
 # bench/ is the script's directory, so its modules import by their plain names
 from fuzzing import CampaignRunner, hunts

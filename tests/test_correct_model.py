@@ -19,7 +19,7 @@ def test_no_violation_with_one_slot_the_lease_contract_and_heavy_faults(default_
     s = default_scenario
     harsh = attrs.evolve(
         s,
-        model=attrs.evolve(s.model, limits=(("db", 1),), resource_contract="token-and-lease"),
+        model=attrs.evolve(s.model, limits=(("db", 1),)).with_options(resource_contract="token-and-lease"),
         network=attrs.evolve(s.network, loss=0.05, duplicate=0.05),
         faults=attrs.evolve(s.faults, **{k: attrs.evolve(f, rate=f.rate * 4) for k, f in s.faults.kinds()}),
     )

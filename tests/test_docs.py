@@ -61,7 +61,7 @@ def test_the_default_scenario_documents_every_key_it_sets():
 
 
 def test_the_readme_lists_every_bug_slug():
-    from dst.model.bugs import KNOWN_BUGS
+    from dst.reference.bugs import KNOWN_BUGS
 
     readme = (ROOT / "README.md").read_text()
     assert [slug for slug in KNOWN_BUGS if f"`{slug}`" not in readme] == []

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from dst.invariants import Ghost, Violation
-from dst.model.interface import Write
-from dst.model.runs import Claim, RunClaim
+from dst.reference.runs import Claim
+from dst.sut import RunClaim
 from dst.invariants import RunGhost, ServerWatch
 from dst.scenario import INVARIANT_IDS, RUN_INVARIANTS
 from dst.sim.kernel import Kernel
@@ -146,26 +146,26 @@ def test_no_foreign_release_allows_the_owner_to_release():
 
 def test_fenced_writes_flags_a_token_below_one_accepted():
     w = World()
-    w.ghost.write_accepted(Write(2, 2, "c2", "db", 0))
-    v = flagged("fenced-writes", lambda: w.ghost.write_accepted(Write(1, 1, "c1", "db", 0)))
+    w.ghost.write_accepted("c2", 2, 2, "db/0")
+    v = flagged("fenced-writes", lambda: w.ghost.write_accepted("c1", 1, 1, "db/0"))
     assert "token 1" in v.message and "token 2" in v.message
 
 
 def test_fenced_writes_accepts_rising_and_equal_tokens_and_other_seats():
     w = World(capacity=2)
-    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
-    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
-    w.ghost.write_accepted(Write(3, 3, "c3", "db", 0))
-    w.ghost.write_accepted(Write(2, 2, "c2", "db", 1))  # another seat is fenced on its own
+    w.ghost.write_accepted("c1", 1, 1, "db/0")
+    w.ghost.write_accepted("c1", 1, 1, "db/0")
+    w.ghost.write_accepted("c3", 3, 3, "db/0")
+    w.ghost.write_accepted("c2", 2, 2, "db/1")  # another seat is fenced on its own
 
 
 def test_fenced_writes_under_token_and_lease_flags_an_expired_writer():
     w = World(token_and_lease=True)
     w.acquire(1, "c1", expiry=60_000)
     w.at(59_999)
-    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
+    w.ghost.write_accepted("c1", 1, 1, "db/0")
     w.at(60_000)
-    v = flagged("fenced-writes", lambda: w.ghost.write_accepted(Write(1, 1, "c1", "db", 0)))
+    v = flagged("fenced-writes", lambda: w.ghost.write_accepted("c1", 1, 1, "db/0"))
     assert "no longer recognises" in v.message
 
 
@@ -173,7 +173,7 @@ def test_fenced_writes_under_token_only_allows_an_expired_writer_with_a_current_
     w = World(token_and_lease=False)
     w.acquire(1, "c1", expiry=60_000)
     w.at(70_000)
-    w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))
+    w.ghost.write_accepted("c1", 1, 1, "db/0")
 
 
 # --- single-executor -------------------------------------------------------------------------------
@@ -287,8 +287,8 @@ def test_a_disabled_invariant_is_not_checked(invariant):
         "slot-accounting": lambda: (w.acquire(1, "c1"), w.view.expiries.pop(1), w.ghost.lease_removed(1), w.ghost.settle()),
         "capacity": lambda: (w.acquire(1, "c1"), w.acquire(2, "c2")),
         "no-foreign-release": lambda: w.ghost.slots_returned(None, "db", 1),
-        "fenced-writes": lambda: (w.ghost.write_accepted(Write(2, 2, "c2", "db", 0)),
-                                  w.ghost.write_accepted(Write(1, 1, "c1", "db", 0))),
+        "fenced-writes": lambda: (w.ghost.write_accepted("c2", 2, 2, "db/0"),
+                                  w.ghost.write_accepted("c1", 1, 1, "db/0")),
         "single-executor": lambda: (w.acquire(1, "c1", expiry=10), w.at(10), w.ghost.work_started("c1", 1)),
         "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.final_check()),
     }
@@ -304,6 +304,10 @@ class FakeRuns:
 
     def claim_of(self, run: int) -> Claim | None:
         return self.pending.get(run)
+
+    def entered(self, run: int) -> int | None:
+        r = self.runs.get(run)
+        return None if r is None else r.entered  # type: ignore[attr-defined]
 
 
 class RunWorld:

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from dst.cli import main
-from dst.model.bugs import KNOWN_BUGS
+from dst.reference import ReferenceOptions
+from dst.reference.bugs import KNOWN_BUGS
 from dst.plan import Step
 from dst.runner import run
 from dst.scenario import (
@@ -60,8 +61,11 @@ def test_embedded_default_loads_with_the_documented_values() -> None:
     assert s.bugs == ()
     assert s.invariants == INVARIANT_IDS
     assert s.run == RunConfig(duration=600_000, quiet=120_000, drain_limit=600_000)
-    assert s.model == ModelConfig(limits=(("db", 2),), ttl=60_000, reaper_interval=15_000, renew_fraction=0.75,
-                                  renew_attempts=3, retry_after=1_000, store_latency=(1, 20), resource_contract="token")
+    assert s.model == ModelConfig(impl="dst.reference:model", limits=(("db", 2),), store_latency=(1, 20))
+    assert s.model.settings() == ReferenceOptions(
+        ttl=60_000, reaper_interval=15_000, renew_fraction=0.75, renew_attempts=3, retry_after=1_000,
+        resource_contract="token", cancelling_timeout=300_000, sweep_interval=20_000, redelivery_timeout=300_000,
+        heartbeat_interval=30_000, poll_interval=5_000)
     assert s.workload == WorkloadConfig(clients=4, jobs=6, limit="db", slots=1, work=(5_000, 100_000), think=(0, 20_000),
                                         writes=(1, 4), request_timeout=2_000, retries=3, acquire_patience=120_000)
     assert s.network == NetworkConfig(latency=(1, 50), loss=0.01, duplicate=0.01)
@@ -92,7 +96,7 @@ def test_scenario_is_frozen() -> None:
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         s.name = "other"  # type: ignore[misc]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        s.model.ttl = 1  # type: ignore[misc]
+        s.model.limits = ()  # type: ignore[misc]
 
 
 # --- minimal and full files --------------------------------------------------------------------
@@ -171,8 +175,9 @@ def test_every_key_overridden(tmp_path: Path) -> None:
         name="override",
         description="every key set",
         run=RunConfig(duration=90_000, quiet=30_000, drain_limit=90_000),
-        model=ModelConfig(limits=(("cache", 1), ("db", 3)), ttl=250, reaper_interval=2_500, renew_fraction=0.5,
-                          renew_attempts=5, retry_after=2_000, store_latency=(2, 30), resource_contract="token-and-lease"),
+        model=ModelConfig(limits=(("cache", 1), ("db", 3)), store_latency=(2, 30), options=ReferenceOptions(
+            ttl=250, reaper_interval=2_500, renew_fraction=0.5, renew_attempts=5, retry_after=2_000,
+            resource_contract="token-and-lease")),
         workload=WorkloadConfig(clients=7, jobs=0, limit="db", slots=3, work=(1_000, 2_000), think=(3_000, 3_000),
                                 writes=(2, 5), request_timeout=500, retries=0, acquire_patience=3_600_000),
         network=NetworkConfig(latency=(5, 7), loss=0.0, duplicate=1.0),
@@ -213,7 +218,7 @@ def test_slots_may_equal_the_chosen_limits_capacity(tmp_path: Path) -> None:
     ("0.001", 1),
 ])
 def test_duration_forms(tmp_path: Path, value: str, ms: int) -> None:
-    assert load_scenario(write(tmp_path, f"[model]\nttl = {value}\n")).model.ttl == ms
+    assert load_scenario(write(tmp_path, f"[model]\nttl = {value}\n")).model.settings().ttl == ms
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -256,7 +261,7 @@ MALFORMED = [
                  id="run-duration-unit"),
     pytest.param('[run]\nduration = "0.5ms"\n', "run.duration", "whole number of milliseconds", id="run-duration-sub-ms"),
     # [model]
-    pytest.param('[model]\ntll = "60s"\n', "model.tll", "one of the keys limits, ttl", id="model-unknown-key"),
+    pytest.param('[model]\ntll = "60s"\n', "model.tll", "one of the keys impl, limits, store_latency, ttl", id="model-unknown-key"),
     pytest.param('[model]\nttl = "abc"\n', "model.ttl", "expected a duration such as '60s' or '250ms', got 'abc'",
                  id="model-ttl-garbage"),
     pytest.param('[model]\nttl = "60 sec"\n', "model.ttl", "expected a duration", id="model-ttl-bad-unit"),
@@ -358,7 +363,7 @@ MALFORMED = [
                  "expected invariant ids from: slot-accounting", id="unknown-invariant"),
     pytest.param('invariants = "capacity"\n', "invariants", "expected a list of invariant ids", id="invariants-not-list"),
     pytest.param("invariants = [1]\n", "invariants", "expected a list of invariant ids", id="invariants-not-strings"),
-    pytest.param('bugs = ["no-such-bug"]\n', "bugs", "expected bug slugs from", id="unknown-bug"),
+    pytest.param('bugs = ["no-such-bug"]\n', "bugs", "expected bug slugs of dst.reference:model from", id="unknown-bug"),
     pytest.param('bugs = "double-release"\n', "bugs", "expected a list of bug slugs", id="bugs-not-list"),
     # steps
     pytest.param("steps = 3\n", "steps", "expected an array of step tables", id="steps-not-array"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dst.model.store import Lease, Store
+from dst.reference.store import Lease, Store
 
 
 class Quiet:

@@ -25,7 +25,7 @@ from . import __version__
 from .explore.fuzz import Outcome, Shard, Tally, campaign, seeds, worker_pool
 from .explore.swarm import swarm
 from .findings import FindingError
-from .model.bugs import CATALOGUE, KNOWN_BUGS
+from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration
 from .runner import RunResult, run
 from .scenario import Scenario, ScenarioError, load_scenario
@@ -90,10 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
+    def model_option(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument("--model", metavar="IMPL",
+                       help=f"run this model instead of the one {what} names: an importable name such as "
+                            f"'package.module:model' (importing it runs its code)")
+
     def scenario_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--scenario", metavar="FILE", help="a scenario TOML file (default: the embedded default)")
+        model_option(p, "the scenario")
         p.add_argument("--bug", action="append", default=[], metavar="SLUG",
-                       help="switch on a catalogue bug in the model (repeatable); adds to the scenario's bugs")
+                       help="switch on one of the model's bugs (repeatable); adds to the scenario's bugs")
 
     p = sub.add_parser("run", help="run one seeded simulation of a scenario")
     p.add_argument("--seed", type=_seed, default=1, help="the seed (default 1)")
@@ -138,11 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("replay", help="re-run findings exactly and say whether they still reproduce")
     p.add_argument("files", nargs="+", metavar="FILE", help="finding files (findings/NNN-....toml)")
+    model_option(p, "each finding")
     p.add_argument("--quiet", action="store_true", help="only the verdicts, no timelines")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(handler=_cmd_replay)
 
-    p = sub.add_parser("selftest", help="prove every catalogue bug is found and the correct model is never accused")
+    p = sub.add_parser("selftest", help="prove every bug of a model is found and its correct form is never accused")
+    p.add_argument("--model", metavar="IMPL", default=DEFAULT_IMPL,
+                   help="whose bugs to hunt: an importable name (default: the reference model, "
+                        "the bug catalogue); importing it runs its code")
     p.add_argument("--bug", action="append", default=[], metavar="SLUG", help="only these slugs (repeatable)")
     p.add_argument("--max-seeds", type=_positive, default=2000, metavar="N", help="seeds per bug (default 2000)")
     p.add_argument("--time-budget", type=_seconds, default=60.0, metavar="DURATION",
@@ -169,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
-    except (ScenarioError, FindingError) as e:
+    except (ScenarioError, FindingError, ModelError) as e:
         print(f"dst: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -185,23 +195,35 @@ def _console(stderr: bool = False) -> Any:
     return Console(file=stream, highlight=False, soft_wrap=True, width=None if stream.isatty() else 200)
 
 
-def _check_slugs(slugs: list[str], flag: str = "--bug") -> None:
+def _check_slugs(slugs: list[str], impl: str) -> None:
+    try:
+        known = [bug.slug for bug in resolve(impl).bugs]
+    except ModelError as e:
+        raise UsageError(f"dst: --model: {e}") from None
     for slug in slugs:
-        if slug not in KNOWN_BUGS:
-            raise UsageError(f"dst: {flag}: unknown bug slug {slug!r}; known: {', '.join(KNOWN_BUGS)}")
+        if slug not in known:
+            raise UsageError(f"dst: --bug: unknown bug slug {slug!r} of {impl}; known: {', '.join(known) or 'none'}")
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
-    _check_slugs(args.bug)
-    scenario = load_scenario(args.scenario)
+    if args.model is not None:
+        try:
+            resolve(args.model)
+        except ModelError as e:
+            raise UsageError(f"dst: --model: {e}") from None
+    scenario = load_scenario(args.scenario, model=args.model)
+    _check_slugs(args.bug, scenario.model.impl)
     return attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(args.bug))))
 
 
-def reproduce_command(seed: int, scenario_path: str | None, bugs: list[str], use_swarm: bool) -> str:
+def reproduce_command(seed: int, scenario_path: str | None, bugs: list[str], use_swarm: bool,
+                      model: str | None = None) -> str:
     """The exact ``dst run`` command that replays one seed of a campaign."""
     parts = ["dst", "run", "--seed", str(seed)]
     if scenario_path:
         parts += ["--scenario", scenario_path]
+    if model:
+        parts += ["--model", model]
     for slug in bugs:
         parts += ["--bug", slug]
     if use_swarm:
@@ -237,7 +259,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             console.print()
         render_run(console, scenario, result, wall)
         if not result.ok:
-            again = reproduce_command(args.seed, args.scenario, args.bug, args.swarm)
+            again = reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model)
             console.print(f"\nthe whole run:  [cyan]{again} --trace[/]")
             console.print(f"minimize it:    [cyan]{again.replace('dst run', 'dst shrink', 1)}[/]")
         if args.check_determinism:
@@ -252,7 +274,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None:
     """Run the same seed in a new interpreter with another hash seed; describe the first difference."""
-    command = reproduce_command(args.seed, args.scenario, args.bug, args.swarm).split()[1:]
+    command = reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model).split()[1:]
     command = [sys.executable, "-m", "dst", *command, "--json", "--trace"]
     env = dict(os.environ, PYTHONHASHSEED=str((args.seed * 7919 + 17) % 4294967295 or 1))
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -350,7 +372,7 @@ def _fuzz_report(args: argparse.Namespace, scenario: Scenario, tally: Tally, wal
                 "first_seed": g.first.seed,
                 "message": g.first.message,
                 "time_ms": g.first.time,
-                "reproduce": reproduce_command(g.first.seed, args.scenario, bugs, args.swarm),
+                "reproduce": reproduce_command(g.first.seed, args.scenario, bugs, args.swarm, args.model),
             }
             for g in sorted(tally.groups.values(), key=lambda g: g.first.seed)
         ],
@@ -393,7 +415,7 @@ class _Recorder:
         shrunk = self.best[sig]
         invariant, shape_ = sig.split(": ", 1)
         origin = {"scenario": self.scenario.source, "seed": shrunk.seed, "swarm": self.args.swarm,
-                  "signature": signature(self.scenario.bugs, invariant, shape_)}
+                  "signature": signature(self.scenario.model.impl, self.scenario.bugs, invariant, shape_)}
         self.written[sig] = record(shrunk, self.directory, origin)
 
     def report(self) -> list[dict[str, Any]]:
@@ -453,7 +475,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             print(f"dst: {e}", file=sys.stderr)
             bad_input = True
             continue
-        outcome = replay(finding)
+        outcome = replay(finding, model=args.model)
         entry = {"file": name, "status": outcome.status, "invariant": finding.invariant,
                  "first_difference": outcome.first_difference, "explanation": outcome.explain()}
         event = outcome.differing_event
@@ -482,8 +504,10 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     from .explore.selftest import find_bug, stay_clean
     from .render import render_selftest
 
-    _check_slugs(args.bug)
-    slugs = args.bug or list(CATALOGUE)
+    _check_slugs(args.bug, args.model)
+    slugs = args.bug or [bug.slug for bug in resolve(args.model).bugs]
+    if not slugs:
+        raise UsageError(f"dst selftest: {args.model} declares no bugs: nothing to hunt")
     console = _console(stderr=True)
     executor = worker_pool(args.workers) if args.workers > 1 else None
     options = dict(use_swarm=args.swarm, workers=args.workers, executor=executor)
@@ -492,7 +516,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         for slug in slugs:
             if not args.json:
                 console.print(f"hunting {slug} ...", style="dim")
-            found.append(find_bug(slug, max_seeds=args.max_seeds, seconds=args.time_budget, **options))
+            found.append(find_bug(slug, impl=args.model, max_seeds=args.max_seeds, seconds=args.time_budget, **options))
         recorded = {}
         if args.findings:
             recorded = _selftest_findings(args, found, console, options)
@@ -500,7 +524,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         for slug in slugs:
             if not args.json:
                 console.print(f"checking {slug} with its bug off ...", style="dim")
-            clean.append(stay_clean(slug, count=args.clean_seeds, **options))
+            clean.append(stay_clean(slug, impl=args.model, count=args.clean_seeds, **options))
     finally:
         if executor is not None:
             executor.shutdown(cancel_futures=True)
@@ -535,9 +559,9 @@ def _selftest_findings(args: argparse.Namespace, found: list[Any], console: Any,
         if not args.json:
             console.print(f"minimizing {row.slug} ...", style="dim")
         first = Outcome(row.first_seed, 0, row.hit, row.message)
-        shrunk = smallest_finding(row.slug, first, candidates=args.shrink_candidates, **options)
-        origin = {"scenario": f"scenarios/{row.slug}.toml", "seed": shrunk.seed, "swarm": args.swarm,
-                  "signature": signature((row.slug,), row.hit, shape(row.message or ""))}
+        shrunk = smallest_finding(row.slug, first, impl=args.model, candidates=args.shrink_candidates, **options)
+        origin = {"scenario": shrunk.scenario.source, "seed": shrunk.seed, "swarm": args.swarm,
+                  "signature": signature(args.model, (row.slug,), row.hit, shape(row.message or ""))}
         r = record(shrunk, Path(args.findings), origin)
         recorded[row.slug] = {"path": str(r.path), "new": r.written, "steps_before": shrunk.steps_before,
                               "steps_after": shrunk.steps_after, "minimizer_runs": shrunk.runs,

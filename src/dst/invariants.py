@@ -1,4 +1,4 @@
-"""Ghost state and the invariant checks, by stable id (``../shared/CATALOGUE.md``).
+"""Ghost state and the invariant checks, by stable id (``docs/catalogue.md``).
 
 The harness, not the model, keeps the truth it checks against: which lease owns
 which slots (attributed as the store reports each change), which leases the store
@@ -28,9 +28,8 @@ import re
 from heapq import heappop, heappush
 from typing import Any, Iterable, cast
 
-from .model.interface import View, Write
-from .model.runs import Cancel
 from .sim.kernel import Kernel, StopRun
+from .sut import Cancel, LeaseView, RunView
 
 
 def shape(message: str) -> str:
@@ -76,18 +75,12 @@ class Violation(StopRun):
 class Ghost:
     """Implements the model's Observer protocol and the harness hooks; raises :class:`Violation`."""
 
-    def __init__(self, view: View, kernel: Kernel, limits: dict[str, int], enabled: Iterable[str], *,
+    def __init__(self, view: LeaseView, kernel: Kernel, limits: dict[str, int], enabled: Iterable[str], *,
                  check_lease_on_write: bool, reclaim_within: int) -> None:
         self.view = view
         self.kernel = kernel
         self.limits = limits
-        enabled = set(enabled)
-        self.on_accounting = "slot-accounting" in enabled
-        self.on_capacity = "capacity" in enabled
-        self.on_foreign = "no-foreign-release" in enabled
-        self.on_fenced = "fenced-writes" in enabled
-        self.on_single = "single-executor" in enabled
-        self.on_stranded = "stranded-slot" in enabled
+        self.enable(enabled)
         self.check_lease_on_write = check_lease_on_write
         self.reclaim_within = reclaim_within
         self.checks = 0
@@ -103,16 +96,37 @@ class Ghost:
         self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
         self.working: dict[str, int] = {}  # client -> lease it works under right now
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
-        self.highest_token: dict[tuple[str, int], int] = {}  # (limit, seat) -> highest accepted
+        self.highest_token: dict[str, int] = {}  # write target -> highest token accepted
         self._dirty: list[str] = []  # limits touched since the last settle
         self._removed_while_working: list[tuple[str, int]] = []
         self.server = ServerWatch(kernel)
         self.runs: RunGhost | None = None  # the runs part's ghost, when the scenario has runs
 
+    def enable(self, invariants: Iterable[str]) -> None:
+        enabled = set(invariants)
+        self.on_accounting = "slot-accounting" in enabled
+        self.on_capacity = "capacity" in enabled
+        self.on_foreign = "no-foreign-release" in enabled
+        self.on_fenced = "fenced-writes" in enabled
+        self.on_single = "single-executor" in enabled
+        self.on_stranded = "stranded-slot" in enabled
+
     def fail(self, invariant: str, message: str) -> None:
         raise Violation(invariant, self.kernel.now, message)
 
-    # --- the model's observer -------------------------------------------------------------
+    # --- the model's facts: runs go to the runs part's ghost ------------------------------
+
+    def run_state(self, run: int, state: str) -> None:
+        if self.runs is not None:
+            self.runs.run_state(run, state)
+
+    def claimed(self, run: int, token: int) -> None:
+        if self.runs is not None:
+            self.runs.claimed(run, token)
+
+    def update_accepted(self, run: int, token: int, what: str) -> None:
+        if self.runs is not None:
+            self.runs.update_accepted(run, token, what)
 
     def slots_taken(self, lease: int, limit: str, n: int) -> None:
         self.owned[lease] = self.owned.get(lease, 0) + n
@@ -178,19 +192,18 @@ class Ghost:
         if request.__class__ is Cancel and self.runs is not None:
             self.runs.cancel_handled(request.run)
 
-    def write_accepted(self, request: Write) -> None:
+    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
         if not self.on_fenced:
             return
         self.checks += 1
-        seat = (request.limit, request.seat)
-        highest = self.highest_token.get(seat, 0)
-        if request.token < highest:
-            self.fail("fenced-writes", f"the resource accepted token {request.token} from {request.holder} on "
-                      f"{request.limit}/{request.seat} after accepting token {highest} there")
-        self.highest_token[seat] = request.token
-        if self.check_lease_on_write and not self._recognised(request.lease, request.holder):
-            self.fail("fenced-writes", f"the resource accepted a write from {request.holder} under L{request.lease}, "
-                      f"which the authority no longer recognises ({self._lease_state(request.lease)})")
+        highest = self.highest_token.get(target, 0)
+        if token < highest:
+            self.fail("fenced-writes", f"the resource accepted token {token} from {holder} on "
+                      f"{target} after accepting token {highest} there")
+        self.highest_token[target] = token
+        if self.check_lease_on_write and not self._recognised(lease, holder):
+            self.fail("fenced-writes", f"the resource accepted a write from {holder} under L{lease}, "
+                      f"which the authority no longer recognises ({self._lease_state(lease)})")
 
     # --- the hosts' hooks -----------------------------------------------------------------
 
@@ -343,7 +356,7 @@ class RunGhost:
     ======================  =======================================================
     """
 
-    def __init__(self, view: Any, kernel: Kernel, enabled: Iterable[str], *, deadline_within: int,
+    def __init__(self, view: RunView, kernel: Kernel, enabled: Iterable[str], *, deadline_within: int,
                  claim_timeout: int, server: ServerWatch) -> None:
         self.view = view
         self.kernel = kernel
@@ -437,7 +450,7 @@ class RunGhost:
                                lambda start: (run, entered, start)):
             return  # the deadline loops did not run for the whole window
         self.checks += 1
-        if self.state.get(run) == "CANCELLING" and self.view.runs[run].entered == entered:
+        if self.state.get(run) == "CANCELLING" and self.view.entered(run) == entered:
             self.fail("bounded-transition", f"run {run} entered CANCELLING at t={entered} and is still there "
                       f"{self.kernel.now - entered}ms later, past its deadline plus the sweep interval")
 

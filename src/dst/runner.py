@@ -12,23 +12,21 @@ from __future__ import annotations
 import functools
 import gc
 from collections import Counter
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import attrs
 
 from .explore.generate import generate_plan
 from .invariants import Ghost, RunGhost, Violation
-from .model.bugs import Bugs
-from .model.interface import RESOURCE, SERVER
-from .model.reference import ReferenceModel
-from .model.runs import Cancel, Submit
+from .models import ModelError, name_of
 from .plan import FAULT_ACTIONS, Step, is_client
-from .scenario import RUN_INVARIANTS, Scenario
+from .scenario import RUN_INVARIANTS, Scenario, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
 from .sim.trace import Event, digest, formatted
+from .sut import RESOURCE, SERVER, Cancel, Env, Model, Submit, System, Workload
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
@@ -97,6 +95,36 @@ class RunResult:
         return out
 
 
+class _Order:
+    """A plan step as its client program sees it: a step's missing job arguments take the workload's defaults."""
+
+    __slots__ = ("step", "defaults")
+
+    def __init__(self, step: Step, defaults: dict[str, object]) -> None:
+        self.step = step
+        self.defaults = defaults
+
+    @property
+    def action(self) -> str:
+        return self.step.action
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        return self.step.arg(name, self.defaults.get(name, default))
+
+
+class _NoLeases:
+    """The lease view of a model that keeps none: its lease invariants are not checked."""
+
+    def count(self, limit: str) -> int:
+        return 0
+
+    def expiry(self, lease: int) -> int | None:
+        return None
+
+    def lease_ids(self) -> list[int]:
+        return []
+
+
 class Simulation:
     """One run, assembled. Build it, then :meth:`run` it once."""
 
@@ -106,40 +134,64 @@ class Simulation:
         streams = Streams(seed)
         self.plan = plan if plan is not None else (scenario.steps if scenario.steps is not None
                                                    else generate_plan(scenario, streams))
-        model, wl, runs = scenario.model, scenario.workload, scenario.runs
-        limits = dict(model.limits)
+        wl, runs = scenario.workload, scenario.runs
+        limits = dict(scenario.model.limits)
         self.kernel = kernel = Kernel()
         self.trace: list[Event] = []
         self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.plan])
-        slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * model.store_latency[1]
-        self.ghost = ghost = Ghost(None, kernel, limits, scenario.invariants,  # type: ignore[arg-type]
-                                   check_lease_on_write=model.resource_contract == "token-and-lease",
-                                   reclaim_within=model.ttl + model.reaper_interval + slack)
         has_runs = runs.enabled or any(s.action in _RUN_ACTIONS for s in self.plan)
+
+        # The model, built fresh against the harness's facts; the ghost learns its views and bounds after.
+        self.ghost = ghost = Ghost(_NoLeases(), kernel, limits, scenario.invariants, check_lease_on_write=False,
+                                   reclaim_within=0)
+        self.system = system = scenario.model.resolve().build(Env(
+            clock=kernel, facts=ghost, options=scenario.model.settings(), limits=limits,
+            bugs=frozenset(scenario.bugs),
+            workload=Workload(retries=wl.retries, write_time=wl.write_time, acquire_patience=wl.acquire_patience,
+                              active_until=self.active_until, runs=has_runs)))
+        if not isinstance(system, System):
+            raise ModelError(f"{scenario.model.impl}: build() returned {type(system).__name__}, not a dst.sut.System")
+        routes = system.service.handlers()
+        if has_runs and (system.runs is None or Submit not in routes or Cancel not in routes):
+            raise ModelError(f"{scenario.model.impl} does not run work (it needs handlers for Submit and Cancel and "
+                             f"a runs view): this scenario submits runs")
+        # Worst-case round trips on top of a model's bounds, so a liveness window never closes on a message in flight.
+        slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * scenario.model.store_latency[1]
+        bounds = system.bounds
+        if system.leases is not None:
+            ghost.view = system.leases
+        ghost.check_lease_on_write = bounds.write_checks_lease
+        ghost.reclaim_within = bounds.reclaim_within + slack
         if has_runs:
-            ghost.runs = RunGhost(None, kernel, scenario.invariants,
-                                  deadline_within=runs.cancelling_timeout + runs.sweep_interval + 1_000 + slack,
-                                  claim_timeout=runs.redelivery_timeout, server=ghost.server)
-        # The invariants this run checks: the scenario's, less the runs part's when it has no runs.
-        self.invariants = tuple(i for i in scenario.invariants if has_runs or i not in RUN_INVARIANTS)
-        self.model = reference = ReferenceModel(model, wl, runs, Bugs(scenario.bugs), ghost, kernel,
-                                                run_observer=ghost.runs, shift_end=self.active_until)
-        ghost.view = reference.store
-        if ghost.runs is not None:
-            ghost.runs.view = reference.run_store
+            assert system.runs is not None
+            ghost.runs = RunGhost(system.runs, kernel, scenario.invariants,
+                                  deadline_within=bounds.transition_within + slack,
+                                  claim_timeout=bounds.claim_timeout, server=ghost.server)
+        # The invariants this run checks: the scenario's, less those of a part the run does not have.
+        self.invariants = tuple(i for i in scenario.invariants
+                                if (i in RUN_INVARIANTS and has_runs) or (i not in RUN_INVARIANTS and system.leases))
+        ghost.enable(self.invariants)
+
         self.network = network = Network(kernel, streams.keyed("network"), latency=scenario.network.latency,
                                          loss=scenario.network.loss, duplicate=scenario.network.duplicate,
                                          delay=scenario.network.delay, delay_by=scenario.network.delay_by,
                                          trace=self.trace, server=SERVER)
-        self.server = ServerHost(kernel, reference.service, network, self.trace, ghost, streams.keyed("scheduling"),
-                                 store_latency=model.store_latency, scheduler=scenario.run.scheduler)
+        self.server = ServerHost(kernel, system.service, network, self.trace, ghost, streams.keyed("scheduling"),
+                                 store_latency=scenario.model.store_latency, scheduler=scenario.run.scheduler)
         network.attach(SERVER, self.server.receive)
-        network.attach(RESOURCE, ResourceHost(kernel, reference.resource, network, self.trace, ghost).receive)
+        if system.resource is not None:
+            network.attach(RESOURCE, ResourceHost(kernel, system.resource, network, self.trace, ghost).receive)
         self.user = UserHost(kernel, network, self.trace, request_timeout=wl.request_timeout, retries=wl.retries)
         network.attach("user", self.user.receive)
 
+        defaults: dict[str, object] = {"limit": wl.limit, "slots": wl.slots, "work": wl.work[0],
+                                       "writes": wl.writes[0]}
+
+        def job(client: str, incarnation: int, step: Step) -> Any:
+            return system.job(client, incarnation, _Order(step, defaults))
+
         names = {f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)}
-        self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, reference.job, wl.request_timeout)
+        self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, job, wl.request_timeout)
                         for name in sorted(names, key=lambda n: int(n[1:]))}
         for name, host in self.clients.items():
             network.attach(name, host.receive)
@@ -220,6 +272,12 @@ class Simulation:
         return result
 
 
-def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None) -> RunResult:
-    """Run one seeded simulation of ``scenario`` (its script, ``plan``, or a plan generated from the seed)."""
+def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,
+        model: str | Model[Any] | Callable[..., System] | None = None) -> RunResult:
+    """Run one seeded simulation of ``scenario`` (its script, ``plan``, or a plan generated from the seed).
+
+    ``model`` runs another model than the scenario names: an importable name (``"package.module:model"``)
+    or the object bound to one (a finding records the name)."""
+    if model is not None:
+        scenario = with_model(scenario, name_of(model))
     return Simulation(scenario, seed, plan).run()

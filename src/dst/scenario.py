@@ -17,13 +17,13 @@ from typing import Any, Callable
 
 import attrs
 
-from .model.bugs import KNOWN_BUGS
+from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import Step, format_duration, parse_duration, sort_steps, step_from_mapping
+from .sut import Model, OptionError
 
 RUN_INVARIANTS = ("bounded-transition", "at-least-once", "cancelled-never-starts", "owner-only-update")
 INVARIANT_IDS = ("slot-accounting", "capacity", "no-foreign-release", "fenced-writes", "single-executor", "stranded-slot",
                  *RUN_INVARIANTS)
-CONTRACTS = ("token", "token-and-lease")
 SCHEDULERS = ("uniform", "pct")
 DEFAULT_NAME = "default"
 EMBEDDED = "<embedded default>"
@@ -145,6 +145,33 @@ def _read_name(value: object) -> str:
 NAME = Kind(_read_name)
 
 
+def _read_flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+# The kinds a model's options may declare (dst.sut.option), by name.
+_OPTION_KINDS: dict[str, Kind] = {
+    "duration": DURATION, "positive-duration": POSITIVE, "range": RANGE, "count": _count(0),
+    "positive-count": _count(1), "fraction": FRACTION, "probability": PROBABILITY, "name": NAME,
+    "flag": Kind(_read_flag),
+}
+
+
+def _kind(field: Any) -> Kind:
+    """How a field is read and written: a harness key's own kind, or a model option's declared one."""
+    kind = field.metadata.get("kind")
+    if kind is not None:
+        return kind
+    name = field.metadata.get("dst.kind")
+    if name == "choice":
+        return _one_of(field.metadata.get("dst.choices", ()))
+    if name not in _OPTION_KINDS:
+        raise TypeError(f"option {field.name!r}: unknown kind {name!r} (known: choice, {', '.join(_OPTION_KINDS)})")
+    return _OPTION_KINDS[name]
+
+
 def key(default: Any, kind: Kind) -> Any:
     """A scenario key: its default, and how it is read and written."""
     return attrs.field(default=default, metadata={"kind": kind})
@@ -163,14 +190,27 @@ class RunConfig:
 
 @attrs.frozen
 class ModelConfig:
+    """The system under test: which model (``impl``), the limits and store latency the harness
+    simulates for it, and the model's own options (None: the model's defaults)."""
+
+    impl: str = key(DEFAULT_IMPL, NAME)
     limits: tuple[tuple[str, int], ...] = key((("db", 2),), LIMITS)
-    ttl: int = key(60_000, POSITIVE)
-    reaper_interval: int = key(15_000, POSITIVE)
-    renew_fraction: float = key(0.75, FRACTION)
-    renew_attempts: int = key(3, _count(1))
-    retry_after: int = key(1_000, POSITIVE)
     store_latency: Range = key((1, 20), RANGE)
-    resource_contract: str = key("token", _one_of(CONTRACTS))
+    options: Any = None
+
+    def resolve(self) -> Model[Any]:
+        return resolve(self.impl)
+
+    def settings(self) -> Any:
+        """The model's options: as the scenario gives them, or the model's defaults."""
+        if self.options is not None:
+            return self.options
+        cls = self.resolve().options
+        return None if cls is None else cls()
+
+    def with_options(self, **changes: Any) -> "ModelConfig":
+        """This section with some of the model's options changed (``resource_contract="token-and-lease"``)."""
+        return attrs.evolve(self, options=attrs.evolve(self.settings(), **changes))
 
 
 @attrs.frozen
@@ -206,11 +246,6 @@ class RunsConfig:
     work: Range = key((10_000, 120_000), RANGE)
     cancel: float = key(0.3, PROBABILITY)  # fraction of runs a user cancels
     cancel_early: float = key(0.2, PROBABILITY)  # of those, the fraction cancelled before they are submitted
-    cancelling_timeout: int = key(300_000, POSITIVE)
-    sweep_interval: int = key(20_000, POSITIVE)
-    redelivery_timeout: int = key(300_000, POSITIVE)
-    heartbeat_interval: int = key(30_000, POSITIVE)
-    poll_interval: int = key(5_000, POSITIVE)
 
     @property
     def enabled(self) -> bool:
@@ -237,8 +272,8 @@ class FaultsConfig:
         return tuple((f.name, getattr(self, f.name)) for f in attrs.fields(FaultsConfig))
 
 
-_SECTIONS: dict[str, type] = {"run": RunConfig, "model": ModelConfig, "workload": WorkloadConfig,
-                              "network": NetworkConfig, "runs": RunsConfig}
+_SECTIONS: dict[str, type] = {"run": RunConfig, "workload": WorkloadConfig, "network": NetworkConfig,
+                              "runs": RunsConfig}
 
 
 @attrs.frozen
@@ -285,6 +320,7 @@ class _Reader:
         return value
 
     def value(self, doc: dict[str, Any], name: str, path: str, read: Callable[[object], Any], default: Any) -> Any:
+        """``doc[name]`` read by ``read`` (``default`` when absent), its errors named by key path."""
         if name not in doc:
             return default
         where = f"{path}.{name}" if path else name
@@ -299,7 +335,37 @@ class _Reader:
         """A config section, every key read by its declared kind."""
         fields = attrs.fields(cls)
         t = self.table(doc, path.rsplit(".", 1)[-1], path, tuple(f.name for f in fields))
-        return cls(**{f.name: self.value(t, f.name, path, f.metadata["kind"].read, f.default) for f in fields})
+        return cls(**{f.name: self.value(t, f.name, path, _kind(f).read, f.default) for f in fields})
+
+    def model(self, doc: dict[str, Any]) -> tuple[ModelConfig, Model[Any]]:
+        """[model]: the harness's keys, then the named model's own options, each read by its declared kind."""
+        own = tuple(f.name for f in attrs.fields(ModelConfig) if f.name != "options")
+        t = doc.get("model", {})
+        if not isinstance(t, dict):
+            raise self.fail("model", "a table", t)
+        impl = self.value(t, "impl", "model", NAME.read, DEFAULT_IMPL)
+        try:
+            model = resolve(impl)
+        except ModelError as e:
+            raise ScenarioError(f"{self.source}: model.impl: {e}") from None
+        fields = attrs.fields(model.options) if model.options is not None else ()
+        allowed = own + tuple(f.name for f in fields)
+        for k in t:
+            if k not in allowed:
+                theirs = f"; {impl} has no options" if not fields else ""
+                raise self.fail(f"model.{_key(k)}", f"one of the keys {', '.join(allowed)} (unknown key{theirs})")
+        values = {f.name: self.value(t, f.name, "model", _kind(f).read, f.default)
+                  for f in attrs.fields(ModelConfig) if f.name != "options"}
+        options = None
+        if model.options is not None:
+            read = {f.name: self.value(t, f.name, "model", _kind(f).read, f.default) for f in fields}
+            try:
+                options = model.options(**read)
+            except OptionError as e:
+                raise self.fail(f"model.{e.key}", str(e).removeprefix("expected "), t.get(e.key, read.get(e.key)))
+            if options == model.options():
+                options = None  # the model's defaults: one scenario, however it was spelled
+        return ModelConfig(**values, options=options), model
 
 
 def _names(options: tuple[str, ...], what: str) -> Callable[[object], tuple[str, ...]]:
@@ -308,7 +374,7 @@ def _names(options: tuple[str, ...], what: str) -> Callable[[object], tuple[str,
             raise ValueError(f"expected a list of {what}, got {value!r}")
         for v in value:
             if v not in options:
-                raise ValueError(f"expected {what} from: {', '.join(options)}; got unknown {v!r}")
+                raise ValueError(f"expected {what} from: {', '.join(options) or 'none'}; got unknown {v!r}")
         return tuple(dict.fromkeys(value))
 
     return convert
@@ -325,26 +391,28 @@ _TOP_KEYS = ("name", "description", "run", "model", "workload", "network", "faul
              "steps", "finding")
 
 
-def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
+def parse_scenario(doc: dict[str, Any], source: str, *, model: str | None = None) -> Scenario:
+    """A scenario from a TOML document; ``model`` names the model to run instead of the document's own."""
+    if model is not None:
+        section = doc.get("model", {})
+        doc = {**doc, "model": {**section, "impl": model} if isinstance(section, dict) else section}
     r = _Reader(source)
     for k in doc:
         if k not in _TOP_KEYS:
             raise r.fail(_key(k), f"one of the top-level keys {', '.join(_TOP_KEYS)} (unknown key)")
+    model_config, implementation = r.model(doc)
     sections = {name: r.section(doc, name, cls) for name, cls in _SECTIONS.items()}
-    model, workload, runs = sections["model"], sections["workload"], sections["runs"]
-    limits = dict(model.limits)
+    workload, runs = sections["workload"], sections["runs"]
+    limits = dict(model_config.limits)
 
     # Checks across keys.
     if "limit" not in doc.get("workload", {}):
-        workload = attrs.evolve(workload, limit=model.limits[0][0])
+        workload = attrs.evolve(workload, limit=model_config.limits[0][0])
     elif workload.limit not in limits:
         raise r.fail("workload.limit", f"one of {', '.join(repr(n) for n in limits)}", workload.limit)
     if workload.slots > limits[workload.limit]:
         raise r.fail("workload.slots", f"at most the capacity of limit {workload.limit!r} ({limits[workload.limit]})",
                      workload.slots)
-    if runs.heartbeat_interval >= runs.redelivery_timeout:
-        raise r.fail("runs.heartbeat_interval", f"less than runs.redelivery_timeout ({runs.redelivery_timeout}ms)",
-                     runs.heartbeat_interval)
 
     kinds = tuple(f.name for f in attrs.fields(FaultsConfig))
     t = r.table(doc, "faults", "faults", kinds)
@@ -353,9 +421,10 @@ def parse_scenario(doc: dict[str, Any], source: str) -> Scenario:
     return Scenario(
         name=r.value(doc, "name", "", _text, Path(source).stem if source != EMBEDDED else DEFAULT_NAME),
         description=r.value(doc, "description", "", _text, ""),
-        run=sections["run"], model=model, workload=workload, network=sections["network"], faults=faults, runs=runs,
+        run=sections["run"], model=model_config, workload=workload, network=sections["network"], faults=faults, runs=runs,
         invariants=r.value(doc, "invariants", "", _names(INVARIANT_IDS, "invariant ids"), INVARIANT_IDS),
-        bugs=r.value(doc, "bugs", "", _names(KNOWN_BUGS, "bug slugs"), ()),
+        bugs=r.value(doc, "bugs", "", _names(tuple(b.slug for b in implementation.bugs),
+                                             f"bug slugs of {model_config.impl}"), ()),
         steps=_steps(r, doc, limits, workload.limit) if "steps" in doc else None,
         source=source,
     )
@@ -389,11 +458,12 @@ def _steps(r: _Reader, doc: dict[str, Any], limits: dict[str, int], default_limi
     return sort_steps(parsed)
 
 
-def load_scenario(path: str | Path | None = None) -> Scenario:
-    """Load and validate a scenario file; ``None`` loads the embedded default."""
+def load_scenario(path: str | Path | None = None, *, model: str | None = None) -> Scenario:
+    """Load and validate a scenario file; ``None`` loads the embedded default. ``model`` names the model
+    to run instead of the one the file names (``--model``)."""
     if path is None:
         text = resources.files("dst").joinpath("scenarios/default.toml").read_text(encoding="utf-8")
-        return parse_scenario(tomllib.loads(text), EMBEDDED)
+        return parse_scenario(tomllib.loads(text), EMBEDDED, model=model)
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -405,7 +475,21 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{source}: not valid TOML: {e}") from None
-    return parse_scenario(doc, source)
+    return parse_scenario(doc, source, model=model)
+
+
+def with_model(scenario: Scenario, model: str) -> Scenario:
+    """The scenario run on another model: the options it sets apart from its model's defaults carry over
+    (the new model must know them); the rest take the new model's defaults."""
+    if model == scenario.model.impl:
+        return scenario
+    doc = scenario_to_doc(scenario)
+    defaults = attrs.evolve(scenario.model, options=None).settings()
+    if defaults is not None:
+        for f in attrs.fields(type(defaults)):
+            if getattr(defaults, f.name) == getattr(scenario.model.settings(), f.name):
+                del doc["model"][f.name]
+    return parse_scenario(doc, scenario.source, model=model)
 
 
 # --- writing ------------------------------------------------------------------------------------------
@@ -415,10 +499,15 @@ def scenario_to_doc(scenario: Scenario) -> dict[str, Any]:
     ``parse_scenario(scenario_to_doc(s), source)`` gives ``s`` back."""
 
     def section(config: Any) -> dict[str, Any]:
-        return {f.name: f.metadata["kind"].write(getattr(config, f.name)) for f in attrs.fields(type(config))}
+        return {f.name: _kind(f).write(getattr(config, f.name)) for f in attrs.fields(type(config))
+                if f.name != "options"}
 
     doc: dict[str, Any] = {"name": scenario.name, "description": scenario.description, "bugs": list(scenario.bugs),
                            "invariants": list(scenario.invariants)}
+    doc["model"] = section(scenario.model)
+    options = scenario.model.settings()
+    if options is not None:
+        doc["model"] |= section(options)
     doc |= {name: section(getattr(scenario, name)) for name in _SECTIONS}
     doc["faults"] = {kind: section(rate) for kind, rate in scenario.faults.kinds()}
     if scenario.steps is not None:

@@ -27,7 +27,7 @@ def to_finding(shrunk: Shrunk, origin: dict[str, Any]) -> Finding:
     assert v is not None
     return Finding(
         scenario=shrunk.scenario, seed=shrunk.seed, invariant=v.invariant, message=v.message, time=v.time,
-        signature=signature(shrunk.scenario.bugs, v.invariant, shape(v.message)), digest=shrunk.result.digest,
+        signature=signature(shrunk.scenario.model.impl, shrunk.scenario.bugs, v.invariant, shape(v.message)), digest=shrunk.result.digest,
         fingerprints=fingerprints(shrunk.result.raw_trace),
         title=title(v.invariant, v.message, shrunk.scenario, shrunk.result.raw_trace), origin=origin,
         minimizer={"steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,

@@ -24,6 +24,7 @@ from typing import Any, Iterable
 import attrs
 
 from .. import __version__
+from ..models import DEFAULT_IMPL
 from ..plan import parse_duration
 from ..scenario import Scenario, ScenarioError, parse_scenario, scenario_to_doc
 from ..sim.trace import Event, format_time
@@ -63,8 +64,10 @@ def fingerprints(trace: Iterable[Event]) -> tuple[str, ...]:
     return tuple(hashlib.blake2b(repr(e).encode(), digest_size=4).hexdigest() for e in trace)
 
 
-def signature(bugs: Iterable[str], invariant: str, shape: str) -> str:
-    return f"[{'+'.join(sorted(bugs)) or 'correct model'}] {invariant}: {shape}"
+def signature(impl: str, bugs: Iterable[str], invariant: str, shape: str) -> str:
+    """What violations of one kind have in common: the model, its bugs on, the invariant and the message's shape."""
+    who = "+".join(sorted(bugs)) or "correct model"
+    return f"[{who if impl == DEFAULT_IMPL else f'{impl} {who}'}] {invariant}: {shape}"
 
 
 # --- titles -------------------------------------------------------------------------------------------

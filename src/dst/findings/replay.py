@@ -34,8 +34,9 @@ class Replay:
                 f"from event {self.first_difference} on")
 
 
-def replay(finding: Finding) -> Replay:
-    result = run(finding.scenario, finding.seed)
+def replay(finding: Finding, model: str | None = None) -> Replay:
+    """Run the finding again (on ``model`` instead of the one it names, if given) and compare."""
+    result = run(finding.scenario, finding.seed, model=model)
     v = result.violation
     if v is None or v.invariant != finding.invariant:
         return Replay(finding, NO_LONGER, result, _first_difference(finding, result))

@@ -1,11 +1,12 @@
 """Hosts: the processes that run a model's code under the kernel, and the faults on them.
 
-* :class:`ClientHost` runs one client's jobs one at a time. A job is a generator of
-  commands (``SLEEP``, ``CALL``, ``WORK``). It owns the faults that hit a client: crash
+* :class:`ClientHost` runs one client's jobs one at a time. A job is a coroutine (or a
+  generator) that awaits the seam's ``sleep``, ``call`` and ``work``, each of which hands this
+  host one command (``SLEEP``, ``CALL``, ``WORK``). It owns the faults that hit a client: crash
   (gone for good), restart (a new incarnation that remembers nothing), pause (frozen:
   whatever would have woken it waits until it resumes) and the request timeout.
-* :class:`ServerHost` runs the service's handlers. Each ``yield`` of a handler costs
-  one store round trip whose latency is a keyed draw, so which ready handler runs
+* :class:`ServerHost` runs the service's handlers. Each ``await store_step()`` of a handler
+  costs one store round trip whose latency is a keyed draw, so which ready handler runs
   next is a seeded decision. A restart drops every in-flight handler, loses process
   memory, keeps the store, and starts the background loops again after the downtime.
 * :class:`UserHost` sends the requests of people outside the system (submit, cancel),
@@ -17,16 +18,18 @@ They report protected work, step boundaries and finished requests to the ghost (
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Generator
+from typing import Any, Callable
 
+from ..sut import CALL, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network, message_key
 from .rng import Keyed
 from .trace import RESPONSE, format_time
 
-SLEEP = 0  # (SLEEP, ms)                 -> None, ms of the client's own time later
-CALL = 1  # (CALL, destination, request) -> the response, or None on timeout
-WORK = 2  # (WORK, lease_id, ms)         -> ms of the slice not done (nonzero when a pause cut it)
+# The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
+# later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
+# the slice not done (nonzero when a pause cut it). A handler hands the server None (a store round
+# trip) or (SLEEP, ms).
 
 _NOTHING = object()
 
@@ -39,18 +42,18 @@ class ClientHost:
     )
 
     def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
-                 make_job: Callable[[str, int, Any], Generator], request_timeout: int) -> None:
+                 make_job: Callable[[str, int, Any], Handler], request_timeout: int) -> None:
         self.name = name
         self.kernel = kernel
         self.network = network
         self.trace = trace
         self.ghost = ghost
-        self.make_job = make_job  # (client name, incarnation, plan step) -> job generator
+        self.make_job = make_job  # (client name, incarnation, plan step) -> job coroutine
         self.timeout = request_timeout
         self.alive = True
         self.incarnation = 1
         self.jobs: deque = deque()
-        self.job: Generator[Any, Any, Any] | None = None
+        self.job: Handler | None = None
         self.job_step = 0  # the plan step id of the running job: the key space of its messages
         self.sent: dict[int, int] = {}  # messages of each kind sent by the running job
         self.wait = 0  # bumped on every wait; a wake-up carrying an older value is stale
@@ -181,7 +184,7 @@ class ClientHost:
         if op == WORK:
             lease, ms = command[1], command[2]
             if ms <= 0:
-                raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")
+                raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")  # a model's bug
             self.working = lease
             self.work_end = kernel.now + ms
             self.ghost.work_started(self.name, lease)
@@ -217,6 +220,8 @@ class ClientHost:
 
 
 _RANKS = 1 << 20
+# Background handlers' draws are keyed above every client message key: loop number (boot: 0), tick, index.
+_BACKGROUND = 1 << 62
 
 
 class ServerHost:
@@ -229,13 +234,14 @@ class ServerHost:
     change point (its 1st to 4th step, drawn too) where its priority drops to the bottom.
     """
 
-    __slots__ = ("kernel", "service", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
-                 "pct")
+    __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
+                 "pct", "ticks", "boots")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
                  *, store_latency: tuple[int, int], scheduler: str = "uniform") -> None:
         self.kernel = kernel
         self.service = service
+        self.routes = dict(service.handlers())  # request type -> handler: one lookup per request
         self.network = network
         self.trace = trace
         self.ghost = ghost
@@ -244,15 +250,18 @@ class ServerHost:
         self.epoch = 0
         self.up = False
         self.pct = scheduler == "pct"
+        self.ticks: dict[str, int] = {}  # loop -> ticks so far, over every process: a tick's handlers' key space
+        self.boots = 0
 
     def boot(self) -> None:
         self.up = True
+        self.boots += 1
         self.ghost.server_up()
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
-        for key, recovery in self.service.boot():
-            self._step([recovery, key, 0, None, self.epoch])
-        for loop, interval in self.service.loops():
-            self.kernel.after(interval, self._tick, (self.epoch, loop, interval))
+        for i, recovery in enumerate(self.service.boot()):
+            self._step([recovery, _BACKGROUND | (self.boots << 24) | i, 0, None, self.epoch])
+        for tag, (loop, interval) in enumerate(self.service.loops(), 1):
+            self.kernel.after(interval, self._tick, (self.epoch, loop, interval, tag))
 
     def restart(self, down: int) -> None:
         self.epoch += 1
@@ -273,15 +282,19 @@ class ServerHost:
             self.trace.append((self.kernel.now, "server", "drop", ("@: server down", payload)))
             return
         self.trace.append((self.kernel.now, "server", "recv", ("@ from $ (#)", payload, message[0], message[2])))
+        handle = self.routes.get(payload.__class__)
+        if handle is None:
+            raise TypeError(f"the service has no handler for {payload.__class__.__name__} requests "
+                            f"(its handlers: {', '.join(sorted(t.__name__ for t in self.routes))})")
         # A task is [handler, key for its draws, steps taken, request message, epoch].
-        self._step([self.service.handle(payload), message[2], 0, message, self.epoch])
+        self._step([handle(payload), message[2], 0, message, self.epoch])
 
     def _step(self, task: list) -> None:
-        """Run the handler to its next yield, then wait one store round trip before the next step."""
+        """Run the handler to its next await, then wait one store round trip (or its sleep) before the next step."""
         if task[4] != self.epoch:
             return  # the process that ran this handler is gone
         try:
-            next(task[0])
+            command = task[0].send(None)
         except StopIteration as stop:
             response = stop.value
             self.ghost.settle()
@@ -293,6 +306,9 @@ class ServerHost:
                 self.network.send(("server", message[0], message[2] | RESPONSE, response))
             return
         self.ghost.settle()
+        if command is not None:  # (SLEEP, ms): the handler's own time, not a store round trip
+            self.kernel.after(command[1], self._step, task)
+            return
         task[2] += 1
         if self.pct:
             p = self.rng.bits(task[1], _RANKS)  # the handler's priority: the same draw for all its steps
@@ -303,12 +319,14 @@ class ServerHost:
         r = self.rng.bits(task[1], task[2])
         self.kernel.after_ranked(self.lo + r % self.span, r >> 44, self._step, task)
 
-    def _tick(self, arg: tuple[int, str, int]) -> None:
-        epoch, loop, interval = arg
+    def _tick(self, arg: tuple[int, str, int, int]) -> None:
+        epoch, loop, interval, tag = arg
         if epoch != self.epoch:
             return  # the loop belonged to a process that restarted
-        for key, handler in self.service.background(loop, self.kernel.now):
-            self._step([handler, key, 0, None, epoch])
+        tick = self.ticks[loop] = self.ticks.get(loop, 0) + 1
+        base = _BACKGROUND | (tag << 56) | (tick << 24)
+        for i, handler in enumerate(self.service.tick(loop, self.kernel.now)):
+            self._step([handler, base | i, 0, None, epoch])
         self.kernel.after(interval, self._tick, arg)
 
 

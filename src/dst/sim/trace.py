@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable
 
+from ..sut import format_time
+
 Event = tuple[int, str, str, Any]  # detail: a string, or a raw (template, *args) tuple
 RESPONSE = 1 << 63
 
@@ -35,7 +37,9 @@ def format_detail(detail: Any) -> str:
     out = []
     for ch in template:
         if ch == "@":
-            out.append(next(args).describe())
+            arg = next(args)
+            describe = getattr(arg, "describe", None)
+            out.append(describe() if describe is not None else repr(arg))
         elif ch == "#":
             out.append(key_name(next(args)))
         elif ch == "$":
@@ -48,16 +52,6 @@ def format_detail(detail: Any) -> str:
 def formatted(event: Event) -> tuple[int, str, str, str]:
     """The event with its detail as text."""
     return (event[0], event[1], event[2], format_detail(event[3]))
-
-
-def format_time(ms: int) -> str:
-    """``76s``, ``1.25s``, ``250ms``: the shortest exact form of a virtual time."""
-    if ms % 1000 == 0:
-        return f"{ms // 1000}s"
-    if ms < 1000:
-        return f"{ms}ms"
-    seconds, millis = divmod(ms, 1000)
-    return f"{seconds}.{millis:03d}".rstrip("0") + "s"
 
 
 def format_event(event: Event) -> str:

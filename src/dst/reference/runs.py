@@ -1,7 +1,8 @@
 """Server-owned deadlines: runs, a stream with a consumer group, claims, cancellation.
 
 A separate part of the reference model that a scenario switches on (``[runs]``), so the
-lease/slot core stays small. Seed 000, "three server-owned deadlines":
+lease/slot core stays small. Every non-terminal state that waits on an external actor needs a
+deadline owned by the server:
 
 * runs go SCHEDULED -> RUNNING -> COMPLETED, or RUNNING -> CANCELLING -> CANCELLED. CANCELLING
   waits on a worker that may be dead, so the server owns a deadline for it: a keyed timer
@@ -12,7 +13,7 @@ lease/slot core stays small. Seed 000, "three server-owned deadlines":
   until acknowledged; the next reader reclaims entries idle longer than the redelivery timeout
   (XAUTOCLAIM with min_idle_time: pydocket's ``get_redeliveries``);
 * every delivery is a claim with a fresh token. Heartbeats, acks and the confirmation of a
-  cancel are accepted only from the current, unexpired claim (seed 004's outbox);
+  cancel are accepted only from the current, unexpired claim (an outbox's owner check);
 * a cancel that arrives before its run exists leaves a tombstone, so a delayed admission creates
   the run already cancelled.
 
@@ -24,47 +25,28 @@ redelivery timeout, which no worker outlives.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Callable, ClassVar, Generator, Protocol
+from typing import Any, Callable, Coroutine, Protocol
 
 import attrs
 
+from ..sut import Cancel, Clock, Facts, RunClaim, Submit, message, sleep, store_step, work
 from .bugs import Bugs
-from .interface import SLEEP, WORK, Done, Handler, Refused, call, message
-from .service import Clock
+from .client import ask
+from .protocol import Done, Refused
+
+Handler = Coroutine[Any, Any, Any]
 
 SCHEDULED, RUNNING, CANCELLING, CANCELLED, COMPLETED = "SCHEDULED", "RUNNING", "CANCELLING", "CANCELLED", "COMPLETED"
 TERMINAL = (CANCELLED, COMPLETED)
 
-# Background keys: tag 2 for deadline timers, 3 for sweeps (the reaper is 1).
-_DEADLINE_KEY = (1 << 62) | (2 << 56)
-_SWEEP_KEY = (1 << 62) | (3 << 56)
-_DEADLINE_TICK = 1_000  # the timer wheel's resolution
+DEADLINE_TICK = 1_000  # the timer wheel's resolution
 
 
 # --- requests and responses ---------------------------------------------------------------------
 
 @message
-class Submit:
-    kind = 8  # its message kind, for keyed draws (not a field)
-    run: int
-    work: int
-
-    def describe(self) -> str:
-        return f"submit run {self.run}"
-
-
-@message
-class Cancel:
-    kind = 9  # its message kind, for keyed draws (not a field)
-    run: int
-
-    def describe(self) -> str:
-        return f"cancel run {self.run}"
-
-
-@message
 class Read:
-    kind = 10  # its message kind, for keyed draws (not a field)
+    kind = 10
     consumer: str
 
     def describe(self) -> str:
@@ -73,7 +55,7 @@ class Read:
 
 @message
 class Heartbeat:
-    kind = 11  # its message kind, for keyed draws (not a field)
+    kind = 11
     run: int
     token: int
 
@@ -85,7 +67,7 @@ class Heartbeat:
 class Ack:
     """The run's terminal write: COMPLETED, or CANCELLED when ``cancelled`` (the worker confirms a cancel)."""
 
-    kind = 12  # its message kind, for keyed draws (not a field)
+    kind = 12
     run: int
     token: int
     cancelled: bool = False
@@ -121,14 +103,6 @@ class Beat:
         return "beat: cancel requested" if self.cancel else "beat"
 
 
-@message
-class RunClaim:
-    """What a worker works under (the WORK command's handle for runs)."""
-
-    run: int
-    token: int
-
-
 # --- state ------------------------------------------------------------------------------------------
 
 @attrs.define(slots=True)
@@ -150,19 +124,11 @@ class Claim:
     idle_since: int
 
 
-class RunObserver(Protocol):
-    def run_state(self, run: int, state: str) -> None: ...
-
-    def claimed(self, run: int, token: int) -> None: ...
-
-    def update_accepted(self, run: int, token: int, what: str) -> None: ...
-
-
 class RunStore:
     """Runs, the stream and its pending entries, tombstones: all durable."""
 
-    def __init__(self, observer: RunObserver) -> None:
-        self.observer = observer
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
         self.runs: dict[int, Run] = {}
         self.queue: list[int] = []  # unread messages, oldest first
         self.pending: dict[int, Claim] = {}  # run -> its claim, in delivery order
@@ -171,21 +137,21 @@ class RunStore:
 
     def set_state(self, run: Run, state: str, now: int) -> None:
         run.state, run.state_id, run.entered = state, run.state_id + 1, now
-        self.observer.run_state(run.id, state)
+        self.facts.run_state(run.id, state)
 
     def claim(self, run: int, consumer: str, now: int) -> Claim:
         self.claim_seq += 1
         claim = self.pending[run] = Claim(run, consumer, self.claim_seq, now)
-        self.observer.claimed(run, claim.token)
+        self.facts.claimed(run, claim.token)
         return claim
 
     # the read-only view for invariants
     def claim_of(self, run: int) -> Claim | None:
         return self.pending.get(run)
 
-    def state_of(self, run: int) -> str | None:
+    def entered(self, run: int) -> int | None:
         r = self.runs.get(run)
-        return None if r is None else r.state
+        return None if r is None else r.entered
 
 
 # --- the service -------------------------------------------------------------------------------------
@@ -203,13 +169,13 @@ class RunService:
         # wrong (reclaim-while-running): reclaim on a missed heartbeat, while the work may still run (docket #250)
         self.reclaim_after = 2 * config.heartbeat_interval if bugs.reclaim_while_running else config.redelivery_timeout
         self.timers: list[tuple[int, int, int]] = []  # process memory: (due, run, state id armed for)
-        self._ticks = 0
 
-    # Request type -> handler; the server process routes each request through it.
-    _handlers: ClassVar[dict[type, Callable[..., Handler]]]
+    def handlers(self) -> dict[type, Callable[[Any], Handler]]:
+        return {Submit: self._submit, Cancel: self._cancel, Read: self._read, Heartbeat: self._heartbeat,
+                Ack: self._ack}
 
-    def _submit(self, req: Submit) -> Handler:
-        yield
+    async def _submit(self, req: Submit) -> Any:
+        await store_step()
         store, now = self.store, self.clock.now
         if req.run in store.runs:
             return Done("already submitted")
@@ -217,17 +183,17 @@ class RunService:
         if req.run in store.tombstones:
             store.set_state(run, CANCELLED, now)  # cancelled before it was created: it never starts
             return Done("cancelled before it was created")
-        store.observer.run_state(run.id, SCHEDULED)
+        store.facts.run_state(run.id, SCHEDULED)
         store.queue.append(req.run)
         return Done("queued")
 
-    def _cancel(self, req: Cancel) -> Handler:
-        yield
+    async def _cancel(self, req: Cancel) -> Any:
+        await store_step()
         store, now = self.store, self.clock.now
         run = store.runs.get(req.run)
         if run is None:
             if self.bugs.no_cancel_tombstone:
-                return Done("nothing to cancel")  # wrong: a cancel before the admission is forgotten (seed 000)
+                return Done("nothing to cancel")  # wrong: a cancel before the admission is forgotten (no tombstone)
             store.tombstones.add(req.run)
             return Done("tombstone")
         if run.state == SCHEDULED:
@@ -241,8 +207,8 @@ class RunService:
             heappush(self.timers, (now + self.config.cancelling_timeout, run.id, run.state_id))
         return Done("cancelling")
 
-    def _read(self, req: Read) -> Handler:
-        yield
+    async def _read(self, req: Read) -> Any:
+        await store_step()
         store, now = self.store, self.clock.now
         if not self.bugs.no_redelivery:
             for claim in store.pending.values():
@@ -268,16 +234,16 @@ class RunService:
             return None
         return claim
 
-    def _heartbeat(self, req: Heartbeat) -> Handler:
-        yield
+    async def _heartbeat(self, req: Heartbeat) -> Any:
+        await store_step()
         claim = self._current(req.run, req.token)
         if claim is None:
             return Refused("claim lost")
         claim.idle_since = self.clock.now
         return Beat(self.store.runs[req.run].state == CANCELLING)
 
-    def _ack(self, req: Ack) -> Handler:
-        yield
+    async def _ack(self, req: Ack) -> Any:
+        await store_step()
         store, now = self.store, self.clock.now
         run = store.runs.get(req.run)
         if self.bugs.unconditional_ack:
@@ -287,37 +253,35 @@ class RunService:
         if run is None or run.state in TERMINAL or (req.cancelled and run.state != CANCELLING):
             return Refused(f"run is {run.state.lower() if run else 'unknown'}")
         store.pending.pop(req.run, None)
-        store.observer.update_accepted(req.run, req.token, "cancelled" if req.cancelled else "completed")
+        store.facts.update_accepted(req.run, req.token, "cancelled" if req.cancelled else "completed")
         store.set_state(run, CANCELLED if req.cancelled else COMPLETED, now)
         return Done("cancelled" if req.cancelled else "completed")
 
     # --- background -------------------------------------------------------------------------------
 
     def loops(self) -> list[tuple[str, int]]:
-        loops = [("deadlines", _DEADLINE_TICK)] if self.owns_deadlines else []
+        loops = [("deadlines", DEADLINE_TICK)] if self.owns_deadlines else []
         return loops + ([("sweep", self.config.sweep_interval)] if self.sweeps else [])
 
-    def background(self, loop: str, now: int) -> list[tuple[int, Handler]]:
-        self._ticks += 1
+    def tick(self, loop: str, now: int) -> list[Handler]:
         if loop == "sweep":
-            return [(_SWEEP_KEY | self._ticks, self._sweep())]
+            return [self._sweep()]
         due = []
         while self.timers and self.timers[0][0] <= now:
             due.append(heappop(self.timers))
-        return [(_DEADLINE_KEY | (self._ticks << 24) | i, self._expire(run, state_id))
-                for i, (_, run, state_id) in enumerate(due)]
+        return [self._expire(run, state_id) for _, run, state_id in due]
 
-    def _expire(self, run_id: int, state_id: int) -> Handler:
+    async def _expire(self, run_id: int, state_id: int) -> Any:
         """``cancelling-timeout:<run_id>`` fires: the server writes CANCELLED itself."""
-        yield
+        await store_step()
         run = self.store.runs[run_id]
         if run.state == CANCELLING and run.state_id == state_id:  # guarded by the state it was armed for
             self._force_cancel(run)
         return None
 
-    def _sweep(self) -> Handler:
+    async def _sweep(self) -> Any:
         """Every CANCELLING run past its deadline, whether or not a timer survived."""
-        yield
+        await store_step()
         now, timeout = self.clock.now, self.config.cancelling_timeout
         for run in list(self.store.runs.values()):
             if run.state == CANCELLING and run.entered + timeout <= now:
@@ -331,19 +295,25 @@ class RunService:
     def crash(self) -> None:
         self.timers = []  # in-memory timers are gone; the sweep finds what they guarded
 
-    def boot(self) -> list[tuple[int, Handler]]:
-        self._ticks += 1
-        return [(_SWEEP_KEY | self._ticks, self._sweep())] if self.sweeps else []
-
-    _handlers = {Submit: _submit, Cancel: _cancel, Read: _read, Heartbeat: _heartbeat, Ack: _ack}
+    def boot(self) -> list[Handler]:
+        return [self._sweep()] if self.sweeps else []
 
 
 class RunsConfigLike(Protocol):
-    cancelling_timeout: int
-    sweep_interval: int
-    redelivery_timeout: int
-    heartbeat_interval: int
-    poll_interval: int
+    @property
+    def cancelling_timeout(self) -> int: ...
+
+    @property
+    def sweep_interval(self) -> int: ...
+
+    @property
+    def redelivery_timeout(self) -> int: ...
+
+    @property
+    def heartbeat_interval(self) -> int: ...
+
+    @property
+    def poll_interval(self) -> int: ...
 
 
 # --- the worker ---------------------------------------------------------------------------------------
@@ -361,17 +331,17 @@ class Worker:
         self.attempts = retries + 1
 
 
-    def serve(self) -> Generator[tuple, object, str]:
+    async def serve(self) -> str:
         while True:
-            response, sent = yield from call(self.clock, Read(self.consumer), self.attempts)
+            response, sent = await ask(self.clock, Read(self.consumer), self.attempts)
             if isinstance(response, Delivery):
-                yield from self._process(response, sent)
+                await self._process(response, sent)
             elif isinstance(response, Empty) and response.unfinished == 0 and self.clock.now >= self.shift_end:
                 return "drained"
             else:
-                yield (SLEEP, self.config.poll_interval)
+                await sleep(self.config.poll_interval)
 
-    def _process(self, delivery: Delivery, sent: int) -> Generator[tuple, object, None]:
+    async def _process(self, delivery: Delivery, sent: int) -> None:
         clock, cfg = self.clock, self.config
         run, token, handle = delivery.run, delivery.token, RunClaim(delivery.run, delivery.token)
         deadline, beat_at = sent + cfg.redelivery_timeout, sent + cfg.heartbeat_interval
@@ -380,11 +350,11 @@ class Worker:
             if clock.now >= deadline:
                 return  # the claim may have been reclaimed: stop, and do not ack
             if clock.now >= beat_at:
-                response, beat_sent = yield from call(self.clock, Heartbeat(run, token), self.attempts)
+                response, beat_sent = await ask(clock, Heartbeat(run, token), self.attempts)
                 if isinstance(response, Beat):
                     deadline, beat_at = beat_sent + cfg.redelivery_timeout, beat_sent + cfg.heartbeat_interval
                     if response.cancel:
-                        yield from call(self.clock, Ack(run, token, cancelled=True), self.attempts)
+                        await ask(clock, Ack(run, token, cancelled=True), self.attempts)
                         return
                 elif response is None:
                     beat_at = clock.now + cfg.heartbeat_interval  # suspicion, not proof: work on to the deadline
@@ -392,9 +362,8 @@ class Worker:
                     return  # refused: the claim is gone
                 continue  # a reply that came back late (after a pause) may leave a beat due already
             piece = min(left, beat_at - clock.now, deadline - clock.now)
-            not_done = yield (WORK, handle, piece)
-            left -= piece - not_done  # type: ignore[operator]
+            left -= piece - await work(handle, piece)
         if clock.now >= deadline:
             return
-        yield (SLEEP, self.write_time)  # producing the result: a pause here acks late
-        yield from call(self.clock, Ack(run, token), self.attempts)
+        await sleep(self.write_time)  # producing the result: a pause here acks late
+        await ask(clock, Ack(run, token), self.attempts)

@@ -1,7 +1,5 @@
 """The reference lease/slot service, correct by default.
 
-Seed 000 ("lease design details", "slot counts and owners"), seed 001 and seed 004:
-
 * acquire is one atomic check-and-increment that also stores the lease and takes
   a fencing token from a durable counter, or a denial with a retry-after; slots
   of leases that have expired but not yet been reaped count as free (lazy expiry),
@@ -13,31 +11,25 @@ Seed 000 ("lease design details", "slot counts and owners"), seed 001 and seed 0
 * the reaper revokes expired leases, re-checking expiry when it acts;
 * leases and counts live in the same durable store.
 
-Each handler yields once before each store transaction (a point where another
-request may run); the code between yields is one transaction. Every wrong
-behaviour a bug flag switches on sits at one line marked ``# wrong:``.
+Each handler awaits one store round trip before each transaction (a point where another
+request may run); the code between two awaits is one transaction. Every wrong behaviour a
+bug flag switches on sits at one line marked ``# wrong:``.
 """
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar, Generator, Protocol
+from typing import Any, Callable, Coroutine
 
+from ..sut import Clock, store_step
 from .bugs import Bugs
-from .interface import (Acquire, Denied, Done, Evict, Exit, Granted, Handler, Occupant, Owner, Refused, Release, Renew,
-                        Renewed)
+from .protocol import (Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Refused, Release, Renew,
+                       Renewed)
 from .store import Lease, Store
 
-# Keys for background handlers' draws live above every client message key; the reaper's are tagged 1.
-BACKGROUND_KEY = (1 << 62) | (1 << 56)
 # Prefect v1 tag limits: leases with a 100-year TTL (V1_LEASE_TTL).
 IMMORTAL_TTL = 100 * 365 * 24 * 3600 * 1000
 
-
-class Clock(Protocol):
-    """What the model may know of time: ``now``, read-only (the kernel satisfies it)."""
-
-    @property
-    def now(self) -> int: ...
+Handler = Coroutine[Any, Any, Any]
 
 
 class LeaseService:
@@ -51,19 +43,19 @@ class LeaseService:
         self.retry_after = retry_after
         self.reaper_interval = reaper_interval
         self.bugs = bugs
-        self._tick = 0
 
     # --- requests ---------------------------------------------------------------------------
 
-    # Request type -> handler; the server process routes each request through it.
-    _handlers: ClassVar[dict[type, Callable[..., Handler]]]
+    def handlers(self) -> dict[type, Callable[[Any], Handler]]:
+        return {Acquire: self._acquire, Renew: self._renew, Release: self._release, Exit: self._exit,
+                Owner: self._owner, Evict: self._evict}
 
-    def _acquire(self, req: Acquire) -> Handler:
-        yield
+    async def _acquire(self, req: Acquire) -> Any:
+        await store_step()
         store = self.store
         in_use = store.counts[req.limit] - store.expired_slots(req.limit, self.clock.now)
         if self.bugs.stale_check_increment:
-            yield  # wrong: the capacity check used a read from an earlier transaction (seed 001; Prefect #20520)
+            await store_step()  # wrong: the capacity check used a read from an earlier transaction (Prefect #20520)
         if in_use + req.slots > self.limits[req.limit]:
             return Denied(self.retry_after)
         now = self.clock.now
@@ -73,8 +65,8 @@ class LeaseService:
         store.put_lease(lease)
         return Granted(lease.id, lease.expiry, lease.token, lease.seat)
 
-    def _renew(self, req: Renew) -> Handler:
-        yield
+    async def _renew(self, req: Renew) -> Any:
+        await store_step()
         now = self.clock.now
         lease = self.store.get_lease(req.lease)
         if lease is None or lease.holder != req.holder:
@@ -89,8 +81,8 @@ class LeaseService:
         self.store.set_expiry(lease, now + self.ttl)
         return Renewed(lease.expiry)
 
-    def _release(self, req: Release) -> Handler:
-        yield
+    async def _release(self, req: Release) -> Any:
+        await store_step()
         store = self.store
         lease = store.get_lease(req.lease)
         if lease is None or lease.holder != req.holder:
@@ -99,12 +91,12 @@ class LeaseService:
                 store.return_slots(req.limit, req.slots, req.lease)
                 return Done("released (fallback)")
             return Refused("no such lease")
-        if not (yield from self._revoke(lease)):
+        if not await self._revoke(lease):
             return Refused("no such lease")
         return Done("released")
 
-    def _exit(self, req: Exit) -> Handler:
-        yield
+    async def _exit(self, req: Exit) -> Any:
+        await store_step()
         if self.bugs.anonymous_release:
             # wrong: any exit from an active state decrements the limit by name, slot or no slot
             # (Prefect POST /decrement; PR #19845; docket #223)
@@ -112,13 +104,13 @@ class LeaseService:
             return Done("decremented")
         return Done("held nothing")
 
-    def _owner(self, req: Owner) -> Handler:
-        yield
+    async def _owner(self, req: Owner) -> Any:
+        await store_step()
         return Occupant(self.store.occupant(req.limit, req.seat))
 
-    def _evict(self, req: Evict) -> Handler:
+    async def _evict(self, req: Evict) -> Any:
         """Delete by key: whatever occupies the seat goes (Redis DEL; only safe behind a compare in one step)."""
-        yield
+        await store_step()
         store = self.store
         found = store.occupant(req.limit, req.seat)
         lease = None if found is None else store.drop_lease(found)
@@ -126,15 +118,16 @@ class LeaseService:
             return Refused("seat is free")
         store.return_slots(lease.limit, lease.slots, req.lease)
         return Done("evicted")
-    def _revoke(self, lease: Lease) -> Generator[None, None, bool]:
+
+    async def _revoke(self, lease: Lease) -> bool:
         """Remove the lease and give its slots back; True if this call did it (the claim)."""
         store = self.store
         if self.bugs.double_release:
             # wrong: decrement, then revoke, as separate steps: two releases that both read the
             # lease both decrement (Prefect /decrement-with-lease; TLA+ ReadPresentRelease, DuplicateReap)
-            yield
+            await store_step()
             store.return_slots(lease.limit, lease.slots, lease.id)
-            yield
+            await store_step()
             store.drop_lease(lease.id)
             return True
         if store.drop_lease(lease.id) is None:
@@ -147,19 +140,17 @@ class LeaseService:
     def loops(self) -> list[tuple[str, int]]:
         return [("reaper", self.reaper_interval)]
 
-    def background(self, loop: str, now: int) -> list[tuple[int, Handler]]:
+    def tick(self, loop: str, now: int) -> list[Handler]:
         """One reaper tick: a reap job per lease expired at ``now``."""
-        self._tick += 1
-        return [(BACKGROUND_KEY | (self._tick << 24) | i, self._reap(lease_id))
-                for i, lease_id in enumerate(self.store.expired(now))]
+        return [self._reap(lease_id) for lease_id in self.store.expired(now)]
 
-    def _reap(self, lease_id: int) -> Handler:
-        yield
+    async def _reap(self, lease_id: int) -> Any:
+        await store_step()
         lease = self.store.get_lease(lease_id)
         # Re-check expiry when acting: the holder may have renewed since the tick.
         if lease is None or lease.expiry > self.clock.now:
             return None
-        yield from self._revoke(lease)
+        await self._revoke(lease)
         return None
 
     # --- restarts ---------------------------------------------------------------------------
@@ -167,7 +158,5 @@ class LeaseService:
     def crash(self) -> None:
         self.store.lose_memory()
 
-    def boot(self) -> list[tuple[int, Handler]]:
+    def boot(self) -> list[Handler]:
         return []
-
-    _handlers = {Acquire: _acquire, Renew: _renew, Release: _release, Exit: _exit, Owner: _owner, Evict: _evict}

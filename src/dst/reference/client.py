@@ -1,6 +1,6 @@
 """The reference client: acquire, work while renewing, fenced writes, release.
 
-A job is a generator of commands (see :mod:`dst.model.interface`). The client
+A job is a coroutine that awaits the seam's ``call``, ``sleep`` and ``work``. The client
 keeps a *local deadline*: the send time of the request that last granted or
 renewed its lease, plus the TTL. The server's expiry is never earlier (the server
 stamps it on receipt), so a client that stops at its local deadline never works
@@ -13,16 +13,25 @@ releases come from.
 
 from __future__ import annotations
 
-from typing import Generator
+from typing import Any
 
 import attrs
 
+from ..sut import RESOURCE, SERVER, Clock, call, sleep, work
 from .bugs import Bugs
-from .interface import (CALL, RESOURCE, SLEEP, WORK, call, Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner,
-                        Release, Renew, Renewed, Write)
-from .service import Clock
+from .protocol import Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Release, Renew, Renewed, Write
 
-Job = Generator[tuple, object, str]
+
+async def ask(clock: Clock, request: Any, attempts: int, destination: str = SERVER) -> tuple[Any, int]:
+    """A request with retries on timeout: the response (None when every try timed out), and the send
+    time of the try that was answered (a holder's local deadline counts from it)."""
+    sent = clock.now
+    for _ in range(attempts):
+        sent = clock.now
+        response = await call(destination, request)
+        if response is not None:
+            return response, sent
+    return None, sent
 
 
 @attrs.frozen
@@ -42,31 +51,31 @@ class LeaseClient:
         self.config = config
         self.bugs = bugs
 
-    def job(self, limit: str, slots: int, work: int, writes: int) -> Job:
+    async def job(self, limit: str, slots: int, work_ms: int, writes: int) -> str:
         """One job; returns how it ended (shown in the trace)."""
         clock, cfg = self.clock, self.config
         give_up = clock.now + cfg.acquire_patience
         while True:
-            response, sent = yield from call(self.clock, Acquire(limit, slots, self.name), cfg.retries + 1)
+            response, sent = await ask(clock, Acquire(limit, slots, self.name), cfg.retries + 1)
             if isinstance(response, Granted):
                 break
             if clock.now >= give_up:
                 # The run leaves its active state without ever holding a slot, and says so.
-                yield from call(self.clock, Exit(limit, slots, self.name), cfg.retries + 1)
+                await ask(clock, Exit(limit, slots, self.name), cfg.retries + 1)
                 return "gave up acquiring"
-            yield (SLEEP, response.retry_after if isinstance(response, Denied) else 1_000)
+            await sleep(response.retry_after if isinstance(response, Denied) else 1_000)
         lease, token, seat = response.lease, response.token, response.seat
         renew_every = int(cfg.ttl * cfg.renew_fraction)
         deadline, renew_at = sent + cfg.ttl, sent + renew_every
 
         outcome = "done"
-        chunks = _split(work, max(writes, 1))
+        chunks = _split(work_ms, max(writes, 1))
         for chunk in chunks:
             left = chunk
             while left > 0:
                 if clock.now >= renew_at:
                     # Renewal is the authority's word on the lease, so a holder that wakes late asks it first.
-                    response, sent = yield from call(self.clock, Renew(lease, self.name), cfg.renew_attempts)
+                    response, sent = await ask(clock, Renew(lease, self.name), cfg.renew_attempts)
                     if isinstance(response, Renewed):
                         deadline, renew_at = sent + cfg.ttl, sent + renew_every
                         continue  # a reply that came back late may already be due again
@@ -82,8 +91,7 @@ class LeaseClient:
                     outcome = "lease lost"
                     break
                 piece = min(left, renew_at - clock.now)
-                not_done = yield (WORK, lease, piece)
-                left -= piece - not_done  # type: ignore[operator]
+                left -= piece - await work(lease, piece)
             if left > 0:
                 break
             if writes:
@@ -91,25 +99,25 @@ class LeaseClient:
                     outcome = "lease lost"
                     break
                 # Producing the write takes time after the check: a pause here sends it late, and
-                # only the resource's fencing can stop it (Kleppmann's GC-pause timeline; seed 004).
-                yield (SLEEP, cfg.write_time)
-                response = yield (CALL, RESOURCE, Write(token, lease, self.name, limit, seat))
+                # only the resource's fencing can stop it (Kleppmann's GC-pause timeline).
+                await sleep(cfg.write_time)
+                response = await call(RESOURCE, Write(token, lease, self.name, limit, seat))
                 if not isinstance(response, Done):
                     outcome = "write not accepted"
                     break
-        yield from self._release(lease, limit, slots, seat)
+        await self._release(lease, limit, slots, seat)
         return outcome
 
-    def _release(self, lease: int, limit: str, slots: int, seat: int) -> Generator[tuple, object, None]:
+    async def _release(self, lease: int, limit: str, slots: int, seat: int) -> None:
         attempts = self.config.retries + 1
         if self.bugs.unchecked_release:
             # wrong: compare the owner, then delete by key, as two requests: a successor's lease can
-            # take the seat in between (seed 004; docket keys slots by task; redis-py does it in Lua)
-            response, _ = yield from call(self.clock, Owner(limit, seat), attempts)
+            # take the seat in between (docket keys slots by task; redis-py does it in Lua)
+            response, _ = await ask(self.clock, Owner(limit, seat), attempts)
             if isinstance(response, Occupant) and response.lease == lease:
-                yield from call(self.clock, Evict(limit, seat, lease), attempts)
+                await ask(self.clock, Evict(limit, seat, lease), attempts)
             return
-        yield from call(self.clock, Release(lease, self.name, limit, slots), attempts)
+        await ask(self.clock, Release(lease, self.name, limit, slots), attempts)
 
 
 _NEVER = 1 << 62

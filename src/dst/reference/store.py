@@ -18,7 +18,7 @@ from heapq import heappop, heappush
 import attrs
 from sortedcontainers import SortedList
 
-from .interface import Observer
+from ..sut import Facts
 
 
 @attrs.define(slots=True)
@@ -52,7 +52,7 @@ class Store:
     __slots__ = ("observer", "counts", "lease_seq", "fence", "highest", "_durable_leases", "_durable_fence",
                  "_leases")
 
-    def __init__(self, limits: dict[str, int], observer: Observer, *, durable_leases: bool = True,
+    def __init__(self, limits: dict[str, int], observer: Facts, *, durable_leases: bool = True,
                  durable_fence: bool = True) -> None:
         self.observer = observer
         self.counts: dict[str, int] = {name: 0 for name in sorted(limits)}  # durable

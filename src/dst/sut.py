@@ -1,0 +1,361 @@
+"""The seam between ``dst`` and a system under test: everything a service author implements or calls.
+
+It imports nothing else of ``dst``; the simulator, its hosts and the invariants import it. A model
+is named by one scenario key, ``[model] impl = "package.module:name"``, where ``name`` is a
+:class:`Model` (or a plain build function). ``dst`` calls ``build(env)`` once per run and drives
+what it returns (a :class:`System`):
+
+* the **service**: request handlers, background loops, crash and boot. Handlers are plain
+  ``async def`` coroutines; ``dst`` drives them itself (no asyncio loop, no threads). Every
+  ``await store_step()`` costs one store round trip, during which other requests may run: the
+  code between two awaits is one atomic transaction;
+* the **client programs**: a job per plan step (``acquire``, ``serve``), also ``async def``,
+  which ``await call(...)``, ``await sleep(...)`` and ``await work(...)``;
+* the protected **resource**, which handles each write atomically on delivery;
+* the read-only **views** of the authority's state that the invariants read, and the
+  **bounds** their liveness checks need.
+
+The model reports what happens to the harness's :class:`Facts` (``env.facts``) as it happens:
+a slot taken, a lease stored, a write accepted. The harness keeps its own truth from those facts
+and checks every invariant against it after every step.
+
+A simulated service must keep to the rules of a simulation: it reads time only from
+``env.clock``, draws no randomness of its own, starts no threads and opens no sockets. Then one
+seed gives one run, byte for byte (``dst run --check-determinism`` checks it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import types
+from typing import (Any, Callable, Coroutine, Generator, Generic, Iterable, Literal, Mapping, Protocol,
+                    Sequence, TypeVar, cast, dataclass_transform)
+
+import attrs
+
+__all__ = [
+    "SERVER", "RESOURCE", "Clock", "format_time",
+    "store_step", "sleep", "call", "work",
+    "message", "Submit", "Cancel", "RunClaim",
+    "Facts", "LeaseView", "RunView", "ClaimView", "Bounds",
+    "Service", "Resource", "Order", "Job", "Handler", "System",
+    "Workload", "Env", "Bug", "Model", "option", "OptionError", "OptionKind",
+]
+
+SERVER = "server"  # where requests go
+RESOURCE = "resource"  # where protected writes go
+
+T = TypeVar("T")
+O = TypeVar("O")
+
+
+class Clock(Protocol):
+    """What a model may know of time: ``now``, in integer virtual milliseconds, read-only."""
+
+    @property
+    def now(self) -> int: ...
+
+
+def format_time(ms: int) -> str:
+    """``76s``, ``1.25s``, ``250ms``: the shortest exact form of a virtual time."""
+    if ms % 1000 == 0:
+        return f"{ms // 1000}s"
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds, millis = divmod(ms, 1000)
+    return f"{seconds}.{millis:03d}".rstrip("0") + "s"
+
+
+# --- what a coroutine awaits ------------------------------------------------------------------------
+# Each awaitable yields one command to the host that drives the coroutine, which resumes it with the
+# result. The command codes are the hosts' business; a model only awaits the functions below.
+
+STEP = None  # a store round trip (a bare yield, the cheapest thing to hand up)
+SLEEP = 0  # (SLEEP, ms)
+CALL = 1  # (CALL, destination, request)
+WORK = 2  # (WORK, handle, ms)
+
+
+@types.coroutine
+def store_step() -> Generator[None, None, None]:
+    """One store round trip (a handler's only interleaving point with the store): other requests
+    may run while it waits. Await it before each transaction; the code after it, up to the next
+    await, runs atomically."""
+    yield
+
+
+@types.coroutine
+def sleep(ms: int) -> Generator[tuple[int, int], None, None]:
+    """Let ``ms`` of virtual time pass (a client's, or a handler's, own time)."""
+    yield (SLEEP, ms)
+
+
+@types.coroutine
+def call(destination: str, request: Any) -> Generator[tuple[int, str, Any], Any, Any]:
+    """Send ``request`` to ``destination`` (:data:`SERVER` or :data:`RESOURCE`) and wait for the
+    response; None when none came within the scenario's request timeout. Clients only."""
+    return (yield (CALL, destination, request))
+
+
+@types.coroutine
+def work(handle: Any, ms: int) -> Generator[tuple[int, Any, int], Any, int]:
+    """Do ``ms`` of protected work under ``handle`` (a lease id, or a :class:`RunClaim`); returns the ms
+    not done, nonzero when a pause cut the slice (the job should check its lease before going on).
+    Clients only; ``ms`` must be positive."""
+    return cast(int, (yield (WORK, handle, ms)))
+
+
+# --- messages -------------------------------------------------------------------------------------------
+
+def _kind_of(name: str) -> int:
+    """A message kind from the class name, stable in every process: it keys the message's random draws."""
+    return 16 + hashlib.blake2b(name.encode(), digest_size=2).digest()[0] % 240
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field,))
+def message(cls: type[T]) -> type[T]:
+    """Make a class a frozen record for the wire.
+
+    Its ``repr`` names its fields (the trace's digest is made of reprs, so it must be the same in
+    every process) and is lean: attrs' own guards against recursion, which costs four times as much.
+    ``describe()`` is what the trace shows; define it for a readable trace (default: the repr).
+    A class attribute ``kind`` (a small int) keys the message's random draws; without one, it is
+    derived from the class name."""
+    kind = cls.__dict__.get("kind")
+    cls = attrs.frozen(repr=False)(cls)
+    fields = ", ".join(f"{{self.{f.name}!r}}" for f in attrs.fields(cast(Any, cls)))
+    namespace: dict[str, Any] = {}
+    exec(f"def __repr__(self):\n    return f'{cls.__name__}({fields})'", namespace)  # as attrs generates code
+    setattr(cls, "__repr__", namespace["__repr__"])
+    if kind is None:
+        setattr(cls, "kind", _kind_of(cls.__name__))
+    if "describe" not in cls.__dict__ and not hasattr(cls, "describe"):
+        setattr(cls, "describe", namespace["__repr__"])
+    return cls
+
+
+# The harness's own requests: people outside the system submit and cancel runs (plan steps
+# ``submit`` and ``cancel``). A service that runs work handles them.
+
+@message
+class Submit:
+    kind = 8
+    run: int
+    work: int  # how long the run's work takes
+
+    def describe(self) -> str:
+        return f"submit run {self.run}"
+
+
+@message
+class Cancel:
+    kind = 9
+    run: int
+
+    def describe(self) -> str:
+        return f"cancel run {self.run}"
+
+
+@message
+class RunClaim:
+    """The handle a worker works under on a run: the run, and the token of the claim it holds."""
+
+    run: int
+    token: int
+
+
+# --- facts, views and bounds: what the invariants need ------------------------------------------------
+
+class Facts(Protocol):
+    """What a model reports as it happens (``env.facts``). Report each change in the same step that
+    makes it; a slot count moves only on behalf of a named lease (or visibly of none)."""
+
+    def slots_taken(self, lease: int, limit: str, n: int) -> None: ...
+
+    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+        """``lease`` is the lease the operation names (None: it names none)."""
+
+    def lease_stored(self, lease: int, holder: str, limit: str) -> None: ...
+
+    def lease_renewed(self, lease: int, limit: str) -> None: ...
+
+    def lease_removed(self, lease: int) -> None: ...
+
+    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+        """The resource accepted a write to ``target`` (the thing its fence guards) with ``token``."""
+
+    def run_state(self, run: int, state: str) -> None:
+        """A run entered a state: SCHEDULED, RUNNING, CANCELLING, CANCELLED or COMPLETED."""
+
+    def claimed(self, run: int, token: int) -> None:
+        """A run was delivered to a worker under a new claim ``token``."""
+
+    def update_accepted(self, run: int, token: int, what: str) -> None:
+        """An ack or terminal write (``what``) under claim ``token`` was accepted."""
+
+
+class LeaseView(Protocol):
+    """The authority's lease state, read-only, as the invariants read it."""
+
+    def count(self, limit: str) -> int:
+        """The stored slot count of ``limit``."""
+
+    def expiry(self, lease: int) -> int | None:
+        """The lease's expiry if the authority still has it, else None."""
+
+    def lease_ids(self) -> list[int]:
+        """Every lease the authority still has, sorted."""
+
+
+class ClaimView(Protocol):
+    @property
+    def token(self) -> int: ...
+
+    @property
+    def consumer(self) -> str: ...
+
+    @property
+    def idle_since(self) -> int: ...
+
+
+class RunView(Protocol):
+    """The authority's run state, read-only."""
+
+    def claim_of(self, run: int) -> ClaimView | None:
+        """The run's pending claim, if any."""
+
+    def entered(self, run: int) -> int | None:
+        """When the run entered its current state (None: no such run)."""
+
+
+@attrs.frozen
+class Bounds:
+    """The time bounds the liveness invariants hold the model to, and its resource's contract.
+    The harness adds the network's and the store's worst latency to each window."""
+
+    reclaim_within: int = 0  # stranded-slot: a dead holder's lease is reclaimed this soon (TTL + reaper interval)
+    transition_within: int = 0  # bounded-transition: CANCELLING lasts at most this long (deadline + sweep)
+    claim_timeout: int = 0  # a claim stays current this long after its last heartbeat
+    write_checks_lease: bool = False  # fenced-writes: the resource also refuses holders of unrecognised leases
+
+
+# --- the system under test ---------------------------------------------------------------------------------
+
+Handler = Coroutine[Any, Any, Any] | Generator[Any, Any, Any]  # returns the response (None: no reply)
+
+
+class Service(Protocol):
+    def handlers(self) -> Mapping[type, Callable[[Any], Handler]]:
+        """Request type -> the handler for it (called once per run; each request makes one coroutine)."""
+
+    def loops(self) -> Sequence[tuple[str, int]]:
+        """The background loops (a reaper, a sweep), by name, with their intervals in ms. They start
+        again, from scratch, after every boot."""
+
+    def tick(self, loop: str, now: int) -> Iterable[Handler]:
+        """One tick of a loop: the handlers to run now, concurrently (one per lease to reap, say)."""
+
+    def crash(self) -> None:
+        """The process dies: lose whatever lives in process memory (the store survives)."""
+
+    def boot(self) -> Iterable[Handler]:
+        """Recovery handlers to run as the process starts (a startup sweep), concurrently."""
+
+
+class Resource(Protocol):
+    def write(self, request: Any) -> Any:
+        """Apply one protected write atomically, on delivery; return the response."""
+
+
+class Order(Protocol):
+    """A plan step that asks a client for a job: ``action`` (``acquire``, ``serve``) and its arguments
+    (``limit``, ``slots``, ``work``, ``writes`` for an acquire)."""
+
+    @property
+    def action(self) -> str: ...
+
+    def arg(self, name: str, default: Any = None) -> Any: ...
+
+
+Job = Callable[[str, int, Order], Coroutine[Any, Any, str] | Generator[Any, Any, str]]
+"""``job(client, incarnation, order)``: the client program for one plan step; returns how it ended."""
+
+
+@attrs.frozen
+class System:
+    """What ``build(env)`` returns: the pieces ``dst`` drives and reads."""
+
+    service: Service
+    job: Job
+    resource: Resource | None = None
+    leases: LeaseView | None = None  # without it, the lease invariants are not checked
+    runs: RunView | None = None  # without it, the run invariants are not checked (and runs cannot be submitted)
+    bounds: Bounds = Bounds()
+
+
+@attrs.frozen
+class Workload:
+    """The scenario's workload settings a client program follows."""
+
+    retries: int  # extra tries of a request after a timeout (a retried release is a duplicate release)
+    write_time: int  # producing one write, between the lease check and the send
+    acquire_patience: int  # how long a job keeps asking for a slot
+    active_until: int  # when the plan's active phase ends: workers stop serving once drained after it
+    runs: bool  # the plan submits runs (a service may leave its run machinery off without them)
+
+
+@attrs.frozen
+class Env(Generic[O]):
+    """What ``build`` receives, fresh for every run."""
+
+    clock: Clock
+    facts: Facts
+    options: O  # the model's options, read from the scenario's [model] table
+    limits: Mapping[str, int]  # limit name -> capacity
+    bugs: frozenset[str]  # the model's bug slugs switched on
+    workload: Workload
+
+
+# --- the model: what a scenario names ----------------------------------------------------------------------
+
+OptionKind = Literal["duration", "positive-duration", "range", "count", "positive-count", "fraction",
+                     "probability", "name", "choice", "flag"]
+
+
+def option(default: Any, kind: OptionKind, *, choices: Sequence[str] = (), help: str = "") -> Any:
+    """Declare one option of a model's options class (an ``attrs`` class): its default and how the
+    scenario loader reads and writes it. Durations are integer ms; ``choice`` takes one of ``choices``."""
+    return attrs.field(default=default, metadata={"dst.kind": kind, "dst.choices": tuple(choices), "dst.help": help})
+
+
+class OptionError(ValueError):
+    """Raised by an options class (``__attrs_post_init__``) for a value that cannot stand with the others."""
+
+    def __init__(self, key: str, expected: str) -> None:
+        super().__init__(f"expected {expected}")
+        self.key = key
+
+
+@attrs.frozen
+class Bug:
+    """A wrong behaviour a model can switch on by its slug, to prove the harness finds it."""
+
+    slug: str
+    breaks: tuple[str, ...]  # the invariants it breaks, the one it breaks first leading
+    sketch_steps: int = 0  # plan steps in its minimal reproduction (a minimized finding may take one more)
+    summary: str = ""
+
+
+@attrs.frozen
+class Model(Generic[O]):
+    """What ``[model] impl`` names: how to build a fresh system, its options and its bugs.
+
+    ``scenarios`` is where each bug's scenario lives, ``"package:folder"`` holding ``<slug>.toml``
+    (used by ``dst selftest``); a bug without one is hunted on the embedded default scenario."""
+
+    build: Callable[[Env[O]], System]
+    options: type[O] | None = None
+    bugs: tuple[Bug, ...] = ()
+    scenarios: str | None = None
+    description: str = ""
+
