@@ -10,8 +10,9 @@ import dst
 
 def test_the_public_names_are_pinned():
     assert sorted(dst.__all__) == sorted([
-        "Finding", "FindingError", "Replay", "RunResult", "Scenario", "ScenarioError", "Step", "ViolationReport",
-        "__version__", "load_scenario", "parse_scenario", "read_finding", "replay", "run", "shrink",
+        "Bounds", "Bug", "Env", "Finding", "FindingError", "Model", "ModelError", "Replay", "RunResult", "Scenario",
+        "ScenarioError", "Step", "System", "ViolationReport", "__version__", "load_scenario", "parse_scenario",
+        "read_finding", "replay", "run", "shrink",
     ])
     for name in dst.__all__:
         assert hasattr(dst, name)
@@ -33,3 +34,37 @@ def test_the_pytest_plugin_is_light_to_import():
 def test_the_library_runs_a_seed():
     result = dst.run(dst.load_scenario(), 1)
     assert result.ok and result.events > 0 and len(result.digest) == 32
+
+
+def _dst_imports(path) -> set[str]:
+    """The dst modules a source file imports, resolved to absolute names."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    package = ".".join(path.relative_to(path.parents[len(path.relative_to(SRC).parts) - 1]).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                found.add(f"{base}.{node.module}" if node.module else base)
+            elif node.module and node.module.split(".")[0] == "dst":
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "dst"}
+    return found
+
+
+from pathlib import Path  # noqa: E402
+
+SRC = Path(dst.__file__).resolve().parent.parent
+
+
+def test_the_seam_imports_nothing_of_dst():
+    assert _dst_imports(SRC / "dst" / "sut.py") == set()
+
+
+def test_the_reference_model_uses_only_the_seam():
+    for path in sorted((SRC / "dst" / "reference").glob("*.py")):
+        outside = {m for m in _dst_imports(path) if not m.startswith("dst.reference") and m != "dst.sut"}
+        assert outside == set(), f"{path.name} imports {sorted(outside)}"

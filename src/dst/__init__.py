@@ -6,14 +6,28 @@ The public API is what ``__all__`` names; everything else is internal and may ch
     result = run(load_scenario(), seed=1)      # one seeded simulation
     result.ok, result.violation, result.digest
 
-Names are imported on first use, so ``import dst.pytest_plugin`` (which every pytest
-session in a project with dst installed does) stays cheap.
+    result = run(load_scenario(), seed=1, model="my_service.dst_adapter:model")   # your own service
+
+The seam a service author implements is :mod:`dst.sut` (its main names are exported here too).
+
+Names are imported on first use, so ``import dst.pytest_plugin`` (which every pytest session in a
+project with dst installed does) stays cheap; type checkers see the real names below.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .explore.shrink import shrink
+    from .findings.files import Finding, FindingError, read as read_finding
+    from .findings.replay import Replay, replay
+    from .models import ModelError
+    from .plan import Step
+    from .runner import RunResult, ViolationReport, run
+    from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+    from .sut import Bounds, Bug, Env, Model, System
 
 __version__ = "0.1.0"
 
@@ -23,6 +37,7 @@ _PUBLIC = {
     "Replay": "dst.findings",
     "replay": "dst.findings",
     "read_finding": ("dst.findings", "read"),
+    "ModelError": "dst.models",
     "RunResult": "dst.runner",
     "ViolationReport": "dst.runner",
     "run": "dst.runner",
@@ -32,6 +47,11 @@ _PUBLIC = {
     "parse_scenario": "dst.scenario",
     "Step": "dst.plan",
     "shrink": "dst.explore.shrink",
+    "Bounds": "dst.sut",
+    "Bug": "dst.sut",
+    "Env": "dst.sut",
+    "Model": "dst.sut",
+    "System": "dst.sut",
 }
 
 __all__ = sorted([*_PUBLIC, "__version__"])
