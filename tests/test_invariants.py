@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from dst.invariants import Ghost, Violation
+from dst.invariants import INVARIANT_IDS, RUN_INVARIANTS, Ghost, Violation
 from dst.reference.runs import Claim
-from dst.sut import RunClaim
-from dst.invariants import RunGhost, ServerWatch
-from dst.scenario import INVARIANT_IDS, RUN_INVARIANTS
 from dst.sim.kernel import Kernel
+from dst.sut import Bounds, Cancel, RunClaim
 
 
 class FakeView:
@@ -39,8 +37,9 @@ class World:
     def __init__(self, capacity: int = 1, token_and_lease: bool = False, enabled=INVARIANT_IDS) -> None:
         self.kernel = Kernel()
         self.view = FakeView()
-        self.ghost = Ghost(self.view, self.kernel, {"db": capacity}, enabled,
-                           check_lease_on_write=token_and_lease, reclaim_within=75_000)
+        self.ghost = Ghost(self.kernel, {"db": capacity})
+        self.ghost.watch(enabled, leases=self.view, runs=None,
+                         bounds=Bounds(reclaim_within=75_000, write_checks_lease=token_and_lease))
 
     def acquire(self, lease: int, holder: str, expiry: int = 60_000, slots: int = 1) -> None:
         self.view.counts["db"] += slots
@@ -234,7 +233,7 @@ def test_single_executor_a_paused_client_is_not_working():
 def test_stranded_slot_flags_a_count_left_after_the_quiet_period():
     w = World()
     w.acquire(1, "c1")
-    v = flagged("stranded-slot", w.ghost.final_check)
+    v = flagged("stranded-slot", lambda: w.ghost.quiet_period_over(True))
     assert "count(db)=1" in v.message
 
 
@@ -242,7 +241,7 @@ def test_stranded_slot_clean_after_everything_is_released():
     w = World()
     w.acquire(1, "c1")
     w.release(1)
-    w.ghost.final_check()
+    w.ghost.quiet_period_over(True)
 
 
 def test_stranded_slot_flags_a_dead_holders_lease_not_reclaimed_in_time():
@@ -290,7 +289,7 @@ def test_a_disabled_invariant_is_not_checked(invariant):
         "fenced-writes": lambda: (w.ghost.write_accepted("c2", 2, 2, "db/0"),
                                   w.ghost.write_accepted("c1", 1, 1, "db/0")),
         "single-executor": lambda: (w.acquire(1, "c1", expiry=10), w.at(10), w.ghost.work_started("c1", 1)),
-        "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.final_check()),
+        "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.quiet_period_over(True)),
     }
     situations[invariant]()
 
@@ -314,9 +313,10 @@ class RunWorld:
     def __init__(self, enabled=INVARIANT_IDS) -> None:
         self.kernel = Kernel()
         self.view = FakeRuns()
-        self.server = ServerWatch(self.kernel)
-        self.ghost = RunGhost(self.view, self.kernel, enabled, deadline_within=140_000, claim_timeout=120_000,
-                              server=self.server)
+        self.ghost = Ghost(self.kernel, {})
+        self.ghost.watch(enabled, leases=None, runs=self.view,
+                         bounds=Bounds(transition_within=140_000, claim_timeout=120_000))
+        self.server = self.ghost.server
 
     def state(self, run: int, state: str) -> None:
         entered = self.kernel.now
@@ -355,14 +355,14 @@ def test_at_least_once_flags_a_run_never_acknowledged_unless_no_worker_survived(
     w = RunWorld()
     w.state(1, "RUNNING")
     w.state(2, "COMPLETED")
-    w.ghost.final_check(workers_alive=False)
-    v = flagged("at-least-once", lambda: w.ghost.final_check(workers_alive=True))
+    w.ghost.quiet_period_over(workers_alive=False)
+    v = flagged("at-least-once", lambda: w.ghost.quiet_period_over(workers_alive=True))
     assert "run 1 is still RUNNING" in v.message
 
 
 def test_cancelled_never_starts_flags_a_run_started_after_an_early_cancel():
     w = RunWorld()
-    w.ghost.cancel_handled(7)  # the cancel came first: the run did not exist
+    w.ghost.handled(Cancel(7))  # the cancel came first: the run did not exist
     w.state(7, "RUNNING")
     w.claim(7, 1)
     v = flagged("cancelled-never-starts", lambda: w.ghost.work_started("c1", RunClaim(7, 1)))
@@ -373,7 +373,7 @@ def test_a_cancel_of_a_running_run_does_not_forbid_it():
     w = RunWorld()
     w.state(7, "RUNNING")
     w.claim(7, 1)
-    w.ghost.cancel_handled(7)
+    w.ghost.handled(Cancel(7))
     w.ghost.work_started("c1", RunClaim(7, 1))
 
 
@@ -434,4 +434,4 @@ def test_recognised_slots_are_counted_incrementally_as_a_recount_would(actions):
         elif op == "tick":
             w.kernel.run(w.kernel.now + amount)
         recount = sum(w.ghost.owned.get(lease, 0) for lease, e in w.view.expiries.items() if e > w.kernel.now)
-        assert w.ghost._recognised_slots("db") == recount
+        assert w.ghost.recognised_slots("db") == recount

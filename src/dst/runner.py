@@ -17,10 +17,10 @@ from typing import Any, Callable, cast
 import attrs
 
 from .explore.generate import generate_plan
-from .invariants import Ghost, RunGhost, Violation
+from .invariants import BY_ID, Ghost, Violation
 from .models import ModelError, name_of
 from .plan import FAULT_ACTIONS, Step, is_client
-from .scenario import RUN_INVARIANTS, Scenario, with_model
+from .scenario import Scenario, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
 from .sim.kernel import Kernel
 from .sim.network import Network
@@ -112,19 +112,6 @@ class _Order:
         return self.step.arg(name, self.defaults.get(name, default))
 
 
-class _NoLeases:
-    """The lease view of a model that keeps none: its lease invariants are not checked."""
-
-    def count(self, limit: str) -> int:
-        return 0
-
-    def expiry(self, lease: int) -> int | None:
-        return None
-
-    def lease_ids(self) -> list[int]:
-        return []
-
-
 class Simulation:
     """One run, assembled. Build it, then :meth:`run` it once."""
 
@@ -142,8 +129,7 @@ class Simulation:
         has_runs = runs.enabled or any(s.action in _RUN_ACTIONS for s in self.plan)
 
         # The model, built fresh against the harness's facts; the ghost learns its views and bounds after.
-        self.ghost = ghost = Ghost(_NoLeases(), kernel, limits, scenario.invariants, check_lease_on_write=False,
-                                   reclaim_within=0)
+        self.ghost = ghost = Ghost(kernel, limits)
         self.system = system = scenario.model.resolve().build(Env(
             clock=kernel, facts=ghost, options=scenario.model.settings(), limits=limits,
             bugs=frozenset(scenario.bugs),
@@ -155,22 +141,17 @@ class Simulation:
         if has_runs and (system.runs is None or Submit not in routes or Cancel not in routes):
             raise ModelError(f"{scenario.model.impl} does not run work (it needs handlers for Submit and Cancel and "
                              f"a runs view): this scenario submits runs")
-        # Worst-case round trips on top of a model's bounds, so a liveness window never closes on a message in flight.
+        # The invariants this run checks: the scenario's, less those of a part the run does not have.
+        parts = {"leases"} if system.leases is not None else set()
+        if has_runs:
+            parts.add("runs")
+        self.invariants = tuple(i for i in scenario.invariants if BY_ID[i].parts & parts)
+        # Worst-case round trips on top of the model's bounds, so a liveness window never closes on a message in flight.
         slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * scenario.model.store_latency[1]
         bounds = system.bounds
-        if system.leases is not None:
-            ghost.view = system.leases
-        ghost.check_lease_on_write = bounds.write_checks_lease
-        ghost.reclaim_within = bounds.reclaim_within + slack
-        if has_runs:
-            assert system.runs is not None
-            ghost.runs = RunGhost(system.runs, kernel, scenario.invariants,
-                                  deadline_within=bounds.transition_within + slack,
-                                  claim_timeout=bounds.claim_timeout, server=ghost.server)
-        # The invariants this run checks: the scenario's, less those of a part the run does not have.
-        self.invariants = tuple(i for i in scenario.invariants
-                                if (i in RUN_INVARIANTS and has_runs) or (i not in RUN_INVARIANTS and system.leases))
-        ghost.enable(self.invariants)
+        ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
+                    bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
+                                        transition_within=bounds.transition_within + slack))
 
         self.network = network = Network(kernel, streams.keyed("network"), latency=scenario.network.latency,
                                          loss=scenario.network.loss, duplicate=scenario.network.duplicate,
@@ -251,15 +232,13 @@ class Simulation:
             while kernel.now < drain_end and not all(c.idle for c in self.clients.values()):
                 kernel.run(min(kernel.now + _DRAIN_POLL, drain_end))
             kernel.run(kernel.now + scenario.run.quiet)
-            self.ghost.final_check()
-            if self.ghost.runs is not None:
-                serving = {s.actor for s in self.plan if s.action == "serve"}
-                self.ghost.runs.final_check(workers_alive=any(self.clients[c].alive for c in serving))
+            serving = {s.actor for s in self.plan if s.action == "serve"}
+            self.ghost.quiet_period_over(workers_alive=any(self.clients[c].alive for c in serving))
         except Violation as v:
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
                                         tuple(formatted(e) for e in self.trace[-20:]))
         jobs = Counter(detail.split(": ", 1)[1] for _, _, kind, detail in self.trace if kind == "job-end")
-        checks = self.ghost.checks + (self.ghost.runs.checks if self.ghost.runs else 0)
+        checks = self.ghost.checks
         result = RunResult(
             scenario=scenario.name, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,

@@ -17,13 +17,11 @@ from typing import Any, Callable
 
 import attrs
 
+from .invariants import INVARIANT_IDS, RUN_INVARIANTS  # noqa: F401  (RUN_INVARIANTS: re-exported)
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import Step, format_duration, parse_duration, sort_steps, step_from_mapping
 from .sut import Model, OptionError
 
-RUN_INVARIANTS = ("bounded-transition", "at-least-once", "cancelled-never-starts", "owner-only-update")
-INVARIANT_IDS = ("slot-accounting", "capacity", "no-foreign-release", "fenced-writes", "single-executor", "stranded-slot",
-                 *RUN_INVARIANTS)
 SCHEDULERS = ("uniform", "pct")
 DEFAULT_NAME = "default"
 EMBEDDED = "<embedded default>"

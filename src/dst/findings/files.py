@@ -24,6 +24,7 @@ from typing import Any, Iterable
 import attrs
 
 from .. import __version__
+from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
 from ..plan import parse_duration
 from ..scenario import Scenario, ScenarioError, parse_scenario, scenario_to_doc
@@ -72,18 +73,6 @@ def signature(impl: str, bugs: Iterable[str], invariant: str, shape: str) -> str
 
 # --- titles -------------------------------------------------------------------------------------------
 
-_WHAT = {
-    "slot-accounting": "count-disagrees-with-live-leases",
-    "capacity": "more-holders-than-the-limit",
-    "no-foreign-release": "release-frees-another-holders-slot",
-    "fenced-writes": "stale-write-accepted",
-    "single-executor": "works-without-a-recognised-lease",
-    "stranded-slot": "slot-never-reclaimed",
-    "bounded-transition": "run-stuck-in-cancelling",
-    "at-least-once": "run-never-acknowledged",
-    "cancelled-never-starts": "cancelled-run-starts",
-    "owner-only-update": "former-owner-overwrites-successor",
-}
 _HOW = (("restart", "server", "after-a-server-restart"), ("pause", None, "after-a-pause"),
         ("partition", None, "during-a-partition"), ("crash", None, "after-a-crash"),
         ("restart", None, "after-a-client-restart"))
@@ -93,7 +82,8 @@ _NET = (("duplicated", "with-a-duplicated-message"), ("delayed", "with-a-delayed
 
 def title(finding_invariant: str, message: str, scenario: Scenario, trace: Iterable[Event]) -> str:
     """A readable summary of what happened: what broke, and the fault that set it up."""
-    what = _WHAT.get(finding_invariant, finding_invariant)
+    unit = BY_ID.get(finding_invariant)
+    what = unit.title if unit is not None else finding_invariant
     if finding_invariant == "single-executor" and "two executions" in message:
         what = "run-executed-twice"
     steps = scenario.steps or ()

@@ -1,0 +1,18 @@
+"""The invariants, by stable id, and the ghost that keeps the truth they check against.
+
+Each invariant is one unit (:mod:`.leases`, :mod:`.runs`); the ids, titles and statements
+everywhere else (scenario validation, finding names, docs) come from this registry.
+"""
+
+from __future__ import annotations
+
+from . import leases, runs  # noqa: F401  (registers the units, in this order)
+from .base import HOOKS, INVARIANTS, Invariant, Violation, invariant, shape
+from .ghost import Ghost, ServerWatch
+
+INVARIANT_IDS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS)
+RUN_INVARIANTS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS if unit.parts == frozenset({"runs"}))
+BY_ID: dict[str, type[Invariant]] = {unit.id: unit for unit in INVARIANTS}
+
+__all__ = ["BY_ID", "HOOKS", "INVARIANTS", "INVARIANT_IDS", "RUN_INVARIANTS", "Ghost", "Invariant", "ServerWatch",
+           "Violation", "invariant", "shape"]

@@ -1,0 +1,84 @@
+"""What every invariant is: a unit with a stable id that watches some facts and fails with one line.
+
+An invariant is one class, registered with :func:`invariant`: its ``id`` (stable: it appears in
+output, JSON and finding files), a ``title`` (the words a finding file is named with), a
+``statement``, the ``parts`` of a model it needs (``leases``, ``runs``), and a method for each
+hook it watches. The ghost calls only the units that define a hook, so a fact nobody watches
+costs nothing more than the ghost's own bookkeeping (Trio's instruments, dispatched the same way).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, ClassVar
+
+from ..sim.kernel import StopRun
+
+if TYPE_CHECKING:
+    from .ghost import Ghost
+
+# The hooks a unit may define, and what they are called with:
+HOOKS = (
+    "limit_changed",          # (limit): a step changed a limit's count or its leases (checked at the step's end)
+    "foreign_release",        # (lease | None, limit, n, owned): a release gave back more slots than the lease owned
+    "write_accepted",         # (holder, lease, token, target): the resource accepted a write
+    "work_started",           # (client, handle, other): a client starts protected work (handle: a lease id, or a
+                              # RunClaim, with ``other`` the worker already working on that run, if any)
+    "work_stopped",           # (client, handle): ... and stops it
+    "removed_while_working",  # (client, lease): a lease was removed while its holder worked under it
+    "client_died",            # (client, leases it held): a client incarnation is gone
+    "run_state",              # (run, state): a run entered a state
+    "update_accepted",        # (run, token, what): an ack or terminal write was accepted
+    "cancel_handled",         # (run): the server finished handling a cancel of the run
+    "quiet_period_over",      # (workers_alive): the run drained and the quiet period passed
+)
+
+
+class Violation(StopRun):
+    """An invariant failed: ``invariant`` is its stable id, ``message`` the one line of values."""
+
+    def __init__(self, invariant: str, time: int, message: str) -> None:
+        super().__init__(f"{invariant}: {message}")
+        self.invariant = invariant
+        self.time = time
+        self.message = message
+
+
+class Invariant:
+    id: ClassVar[str]
+    title: ClassVar[str]  # what a violation looks like, as words of a finding's file name
+    statement: ClassVar[str]
+    parts: ClassVar[frozenset[str]]  # the parts of a model it checks: "leases", "runs"
+
+    def __init__(self, ghost: Ghost) -> None:
+        self.g = ghost
+        self.checks = 0
+
+    def fail(self, message: str) -> None:
+        raise Violation(self.id, self.g.kernel.now, message)
+
+    @classmethod
+    def watches(cls) -> tuple[str, ...]:
+        return tuple(hook for hook in HOOKS if callable(getattr(cls, hook, None)))
+
+
+INVARIANTS: list[type[Invariant]] = []  # in registration order: the order ids are listed and checked in
+
+
+def invariant(cls: type[Invariant]) -> type[Invariant]:
+    """Register an invariant unit (a class decorator)."""
+    stray = sorted(name for name in vars(cls) if not name.startswith("_") and callable(vars(cls)[name])
+                   and name not in HOOKS and name not in ("watches",))
+    assert not stray, f"{cls.__name__}: {stray} are not hooks (hooks: {', '.join(HOOKS)}); make helpers private"
+    assert cls.id not in [u.id for u in INVARIANTS], f"two invariants are called {cls.id}"
+    INVARIANTS.append(cls)
+    return cls
+
+
+def shape(message: str) -> str:
+    """A violation message with its particulars (numbers, leases, clients, times) blanked out: what
+    violations of one kind have in common, for grouping them into signatures."""
+    message = re.sub(r"\bL\d+\b", "L#", message)
+    message = re.sub(r"\bc\d+(#\d+)?\b", "c#", message)
+    message = re.sub(r"t=\d+(\.\d+)?m?s\b", "t=#", message)
+    return re.sub(r"\d+", "#", message)

@@ -1,0 +1,163 @@
+"""The invariants of the lease/slot core (``docs/catalogue.md``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Invariant, invariant
+
+LEASES = frozenset({"leases"})
+
+
+@invariant
+class SlotAccounting(Invariant):
+    id = "slot-accounting"
+    title = "count-disagrees-with-live-leases"
+    statement = "each limit's stored count equals the slots owned by the leases the authority still has"
+    parts = LEASES
+
+    def limit_changed(self, limit: str) -> None:
+        self.checks += 1
+        count, owned = self.g.view.count(limit), self.g.live_owned[limit]
+        if count != owned:
+            self.fail(f"count({limit})={count} but live leases own {owned} slot(s){self.g.owners(limit)}")
+
+
+@invariant
+class Capacity(Invariant):
+    id = "capacity"
+    title = "more-holders-than-the-limit"
+    statement = "the slots owned by leases the authority recognises (stored and unexpired) never exceed the limit"
+    parts = LEASES
+
+    def limit_changed(self, limit: str) -> None:
+        self.checks += 1
+        g, capacity = self.g, self.g.limits[limit]
+        # Recognised leases are among the live ones, so only a full limit needs the closer look.
+        held = g.live_owned[limit] if g.live_owned[limit] <= capacity else g.recognised_slots(limit)
+        if held > capacity:
+            self.fail(f"leases the authority recognises hold {held} slot(s) of {limit!r}, capacity {capacity}"
+                      f"{g.owners(limit, recognised_only=True)}")
+
+
+@invariant
+class NoForeignRelease(Invariant):
+    id = "no-foreign-release"
+    title = "release-frees-another-holders-slot"
+    statement = "a release or reap gives back only slots owned by the lease it names"
+    parts = LEASES
+
+    def foreign_release(self, lease: int | None, limit: str, n: int, owned: int) -> None:
+        self.checks += 1
+        if lease is None:
+            self.fail(f"a release naming no lease gave back {n} slot(s) of {limit!r}: they belonged to another holder")
+        self.fail(f"a release naming L{lease} gave back {n} slot(s) of {limit!r}, but L{lease} owned {owned}: "
+                  f"the slot belonged to another holder")
+
+
+@invariant
+class FencedWrites(Invariant):
+    id = "fenced-writes"
+    title = "stale-write-accepted"
+    statement = ("the resource never accepts a token below one it accepted on that target (nor, when its contract "
+                 "asks for current validity, a write from a lease the authority no longer recognises)")
+    parts = LEASES
+
+    def __init__(self, ghost: Any) -> None:
+        super().__init__(ghost)
+        self.highest: dict[str, int] = {}  # write target -> highest token accepted
+
+    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+        self.checks += 1
+        highest = self.highest.get(target, 0)
+        if token < highest:
+            self.fail(f"the resource accepted token {token} from {holder} on {target} after accepting token "
+                      f"{highest} there")
+        self.highest[target] = token
+        if self.g.bounds.write_checks_lease and not self.g.recognised_lease(lease, holder):
+            self.fail(f"the resource accepted a write from {holder} under L{lease}, which the authority no longer "
+                      f"recognises ({self.g.lease_state(lease)})")
+
+
+@invariant
+class SingleExecutor(Invariant):
+    id = "single-executor"
+    title = "works-without-a-recognised-lease"
+    statement = ("a client works only while the authority recognises its lease (or claim), so no more clients work "
+                 "on a limit than it allows, and never two on one run")
+    parts = frozenset({"leases", "runs"})
+
+    def work_started(self, client: str, handle: Any, other: str | None) -> None:
+        self.checks += 1
+        g = self.g
+        if handle.__class__ is not int:
+            run = handle.run
+            if other is not None and other != client:
+                self.fail(f"{client} starts run {run} while {other} still works on it: two executions")
+            if not g.recognised_claim(handle):
+                self.fail(f"{client} starts run {run} under claim {handle.token}, which is not current "
+                          f"({g.claim_state(run)})")
+            return
+        if not g.recognised_lease(handle, client):
+            self.fail(f"{client} starts work under L{handle}, which the authority no longer recognises "
+                      f"({g.lease_state(handle)})")
+        limit = g.limit_of.get(handle)
+        if limit is not None and g.working_on[limit] > g.limits[limit]:
+            who = ", ".join(sorted(c for c, lease in g.working.items() if g.limit_of.get(lease) == limit))
+            self.fail(f"{g.working_on[limit]} clients work on limit {limit!r} (capacity {g.limits[limit]}) at once: "
+                      f"{who}")
+
+    def work_stopped(self, client: str, handle: Any) -> None:
+        self.checks += 1
+        g, now = self.g, self.g.kernel.now
+        if handle.__class__ is not int:
+            held = g.runs_view.claim_of(handle.run) if g.runs_view is not None else None
+            if held is None or held.token != handle.token or held.idle_since + g.bounds.claim_timeout < now:
+                self.fail(f"{client} worked on run {handle.run} until t={now} under claim {handle.token}, past the "
+                          f"moment it stopped being current ({g.claim_state(handle.run)})")
+            return
+        expiry = g.view.expiry(handle)
+        if expiry is None or expiry < now:
+            self.fail(f"{client} worked under L{handle} until t={now}, past the moment the authority stopped "
+                      f"recognising it ({g.lease_state(handle)})")
+
+    def removed_while_working(self, client: str, lease: int) -> None:
+        self.checks += 1
+        self.fail(f"L{lease} was removed while {client} works under it")
+
+
+@invariant
+class StrandedSlot(Invariant):
+    id = "stranded-slot"
+    title = "slot-never-reclaimed"
+    statement = ("a dead holder's lease is reclaimed within TTL + reaper interval; once the workload drains and the "
+                 "quiet period passes, every count is 0 and no lease is left")
+    parts = LEASES
+
+    def client_died(self, client: str, held: list[int]) -> None:
+        if held:
+            now = self.g.kernel.now
+            self.g.kernel.after(self.g.bounds.reclaim_within, self._check_reclaimed, (client, held, now, now))
+
+    def _check_reclaimed(self, arg: tuple[str, list[int], int, int]) -> None:
+        client, held, died, window_start = arg
+        g, within = self.g, self.g.bounds.reclaim_within
+        if g.server.rearmed(window_start, within, self._check_reclaimed, lambda start: (client, held, died, start)):
+            return  # the reaper did not run for the whole window
+        self.checks += 1
+        for lease in held:
+            if lease in g.live:
+                self.fail(f"L{lease} of {client}, which died at t={died}, still holds {g.owned.get(lease, 0)} "
+                          f"slot(s) of {g.limit_of[lease]!r} {within}ms later ({g.lease_state(lease)})")
+
+    def quiet_period_over(self, workers_alive: bool) -> None:
+        self.checks += 1
+        g = self.g
+        for limit in g.limits:
+            count = g.view.count(limit)
+            if count != 0:
+                self.fail(f"after the quiet period count({limit})={count}{g.owners(limit)}")
+        left = g.view.lease_ids()
+        if left:
+            shown = ", ".join(f"L{lease}({g.live.get(lease, '?')})" for lease in left[:5])
+            self.fail(f"after the quiet period {len(left)} lease(s) remain: {shown}")

@@ -1,0 +1,90 @@
+"""The invariants of server-owned deadlines: runs, a stream with claims, cancellation (``docs/catalogue.md``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Invariant, invariant
+
+RUNS = frozenset({"runs"})
+TERMINAL = ("COMPLETED", "CANCELLED")
+
+
+@invariant
+class BoundedTransition(Invariant):
+    id = "bounded-transition"
+    title = "run-stuck-in-cancelling"
+    statement = ("a run in CANCELLING reaches a terminal state within its deadline + the sweep interval (a full "
+                 "window again after any downtime)")
+    parts = RUNS
+
+    def run_state(self, run: int, state: str) -> None:
+        if state == "CANCELLING":
+            now = self.g.kernel.now
+            self.g.kernel.after(self.g.bounds.transition_within, self._check, (run, now, now))
+
+    def _check(self, arg: tuple[int, int, int]) -> None:
+        run, entered, window_start = arg
+        g = self.g
+        if g.server.rearmed(window_start, g.bounds.transition_within, self._check,
+                            lambda start: (run, entered, start)):
+            return  # the deadline loops did not run for the whole window
+        self.checks += 1
+        if g.run_states.get(run) == "CANCELLING" and g.runs_view is not None and g.runs_view.entered(run) == entered:
+            self.fail(f"run {run} entered CANCELLING at t={entered} and is still there {g.kernel.now - entered}ms "
+                      f"later, past its deadline plus the sweep interval")
+
+
+@invariant
+class AtLeastOnce(Invariant):
+    id = "at-least-once"
+    title = "run-never-acknowledged"
+    statement = "every run that was not cancelled is acknowledged (checked after the quiet period)"
+    parts = RUNS
+
+    def quiet_period_over(self, workers_alive: bool) -> None:
+        if not workers_alive:
+            return  # with every worker dead for good, nothing could have acknowledged it
+        self.checks += 1
+        for run, state in sorted(self.g.run_states.items()):
+            if state not in TERMINAL:
+                self.fail(f"after the quiet period run {run} is still {state} ({self.g.claim_state(run)}): "
+                          f"it was never acknowledged")
+
+
+@invariant
+class CancelledNeverStarts(Invariant):
+    id = "cancelled-never-starts"
+    title = "cancelled-run-starts"
+    statement = "work cancelled before it was created (or started) never starts"
+    parts = RUNS
+
+    def __init__(self, ghost: Any) -> None:
+        super().__init__(ghost)
+        self.never: set[int] = set()  # runs cancelled before they started
+
+    def cancel_handled(self, run: int) -> None:
+        if self.g.run_states.get(run, "SCHEDULED") == "SCHEDULED":
+            self.never.add(run)
+
+    def work_started(self, client: str, handle: Any, other: str | None) -> None:
+        if handle.__class__ is int:
+            return  # lease work
+        self.checks += 1
+        if handle.run in self.never:
+            self.fail(f"{client} starts run {handle.run}, which was cancelled before it started")
+
+
+@invariant
+class OwnerOnlyUpdate(Invariant):
+    id = "owner-only-update"
+    title = "former-owner-overwrites-successor"
+    statement = "an ack or terminal write is accepted only from the run's current claim"
+    parts = RUNS
+
+    def update_accepted(self, run: int, token: int, what: str) -> None:
+        self.checks += 1
+        current = self.g.current_claim.get(run)
+        if current != token:
+            self.fail(f"run {run} was marked {what} by claim {token}, but its current claim is {current}: "
+                      f"a former owner overwrote its successor")
