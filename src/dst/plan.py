@@ -15,19 +15,24 @@ from typing import Iterable, Mapping
 
 import attrs
 
+from .faults import FAULT_ACTIONS, FAULTS
+
 # action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name".
+# The workload's actions, then every fault kind's (dst.faults).
 ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "acquire": ("client", {"limit": "name", "slots": "int", "work": "duration", "writes": "count"}),
-    "crash": ("client", {}),
-    "restart": ("client-or-server", {"down": "duration"}),
-    "pause": ("client", {"for": "duration"}),
-    "partition": ("client", {"for": "duration"}),
     "serve": ("client", {}),
     "submit": ("user", {"run": "int", "work": "duration"}),
     "cancel": ("user", {"run": "int"}),
 }
+for _kind in FAULTS:
+    _who, _args = ACTIONS.get(_kind.action, (_kind.target, {}))
+    ACTIONS[_kind.action] = ("client-or-server" if _who != _kind.target else _who,
+                             {**_args, **({_kind.duration_arg: "duration"} if _kind.duration_arg else {})})
+ACTIONS = dict(sorted(ACTIONS.items()))
 
-FAULT_ACTIONS = ("crash", "restart", "pause", "partition")
+__all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "format_duration", "is_client", "make_step", "parse_duration",
+           "sort_steps", "step_from_mapping"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -111,9 +116,11 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
     if who == "user":
         if actor != "user":
             raise ValueError(f"actor: expected 'user' (who submits and cancels runs), got {actor!r}")
-    elif not isinstance(actor, str) or not (is_client(actor) or (who == "client-or-server" and actor == "server")):
-        want = "a client name such as 'c1'" + (" or 'server'" if who == "client-or-server" else "")
-        raise ValueError(f"actor: expected {want}, got {actor!r}")
+    else:
+        clients, server = who in ("client", "client-or-server"), who in ("server", "client-or-server")
+        if not isinstance(actor, str) or not ((clients and is_client(actor)) or (server and actor == "server")):
+            want = " or ".join((["a client name such as 'c1'"] if clients else []) + (["'server'"] if server else []))
+            raise ValueError(f"actor: expected {want}, got {actor!r}")
     try:
         at = parse_duration(data.get("at"))
     except ValueError as e:

@@ -9,13 +9,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .plan import FAULT_ACTIONS
+from .faults import FAULT_ACTIONS, FAULTS
 from .runner import RunResult
 from .scenario import Scenario
 from .sim.trace import Event, format_event, format_time
 
-_ACTION_STYLE = {"crash": "bold red", "restart": "red", "pause": "yellow", "resume": "yellow", "partition": "magenta",
-                 "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta", "drop": "dim red"}
+_ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",
+                 "drop": "dim red", **{kind.action: kind.style for kind in FAULTS if kind.target == "client"}}
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -19,7 +19,8 @@ import attrs
 from .explore.generate import generate_plan
 from .invariants import BY_ID, Ghost, Violation
 from .models import ModelError, name_of
-from .plan import FAULT_ACTIONS, Step, is_client
+from .faults import fault_of
+from .plan import Step, is_client
 from .scenario import Scenario, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
 from .sim.kernel import Kernel
@@ -183,30 +184,16 @@ class Simulation:
         step = self.plan[index]
         if index + 1 < len(self.plan):
             self.kernel.at(self.plan[index + 1].at, self._apply, index + 1)
-        if step.action in FAULT_ACTIONS:
-            self.faults["server_restart" if step.actor == SERVER else step.action] += 1
-        if step.actor == SERVER:
-            self.server.restart(step.arg("down", 0))  # type: ignore[arg-type]
+        fault = fault_of(step)
+        if fault is not None:
+            self.faults[fault.name] += 1
+            fault.apply(self, step)
             return
         if step.actor == "user":
             run_id, work = cast(int, step.arg("run")), cast(int, step.arg("work", 0))
-            request = Submit(run_id, work) if step.action == "submit" else Cancel(run_id)
-            self.user.submit(step.id, request)
+            self.user.submit(step.id, Submit(run_id, work) if step.action == "submit" else Cancel(run_id))
             return
-        host = self.clients[step.actor]
-        if step.action in ("acquire", "serve"):
-            host.submit(step)
-        elif step.action == "crash":
-            host.crash()
-        elif step.action == "restart":
-            host.restart()
-        elif step.action == "pause":
-            host.pause(step.arg("for"))  # type: ignore[arg-type]
-        elif step.action == "partition":
-            until = self.kernel.now + step.arg("for")  # type: ignore[operator]
-            self.trace.append((self.kernel.now, step.actor, "partition", f"from the server until t={until}"))
-            partitioned = self.network.partitioned
-            partitioned[step.actor] = max(partitioned.get(step.actor, 0), until)
+        self.clients[step.actor].submit(step)  # a job: acquire or serve
 
     def run(self) -> RunResult:
         # Like timeit, a run switches the cycle collector off: nothing here makes a reference cycle per

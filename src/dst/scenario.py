@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import attrs
 
+from .faults import FAULTS
 from .invariants import INVARIANT_IDS, RUN_INVARIANTS  # noqa: F401  (RUN_INVARIANTS: re-exported)
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import Step, format_duration, parse_duration, sort_steps, step_from_mapping
@@ -258,16 +259,16 @@ class FaultRate:
     duration: Range = key((0, 0), RANGE)
 
 
-@attrs.frozen
-class FaultsConfig:
-    crash: FaultRate = FaultRate()
-    restart: FaultRate = FaultRate()
-    pause: FaultRate = FaultRate()
-    partition: FaultRate = FaultRate()
-    server_restart: FaultRate = FaultRate()
-
+class _Faults:
     def kinds(self) -> tuple[tuple[str, FaultRate], ...]:
-        return tuple((f.name, getattr(self, f.name)) for f in attrs.fields(FaultsConfig))
+        """Each fault kind's name and its rate, in the registry's order."""
+        return tuple((f.name, getattr(self, f.name)) for f in attrs.fields(type(self)))  # type: ignore[arg-type]
+
+
+# One FaultRate per kind in the fault registry (dst.faults), in its order.
+FaultsConfig: Any = attrs.make_class("FaultsConfig", {kind.name: attrs.field(default=FaultRate()) for kind in FAULTS},
+                                     bases=(_Faults,), frozen=True)
+FaultsConfig.__module__ = __name__
 
 
 _SECTIONS: dict[str, type] = {"run": RunConfig, "workload": WorkloadConfig, "network": NetworkConfig,
@@ -282,7 +283,7 @@ class Scenario:
     model: ModelConfig = ModelConfig()
     workload: WorkloadConfig = WorkloadConfig()
     network: NetworkConfig = NetworkConfig()
-    faults: FaultsConfig = FaultsConfig()
+    faults: Any = FaultsConfig()
     runs: RunsConfig = RunsConfig()
     invariants: tuple[str, ...] = INVARIANT_IDS
     bugs: tuple[str, ...] = ()

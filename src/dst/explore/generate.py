@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 
+from ..faults import BY_NAME, FAULTS
 from ..plan import Step, make_step, sort_steps
 from ..scenario import Scenario
 from ..sim.rng import Streams
@@ -37,10 +38,11 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
                                                  "writes": rnd.randint(*wl.writes)}))
             t += work + pick(rnd, wl.think)
 
-    for kind, fault in scenario.faults.kinds():
+    for name, fault in scenario.faults.kinds():
         if fault.rate <= 0:
             continue
-        rnd = streams.sequence("faults", kind)
+        kind = BY_NAME[name]
+        rnd = streams.sequence("faults", name)
         clock = 0.0
         while True:
             clock += rnd.expovariate(fault.rate / _MINUTE)
@@ -48,21 +50,16 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
                 break
             at = int(clock) - int(clock) % grain
             length = pick(rnd, fault.duration)
-            if kind == "server_restart":
-                raw.append((at, "server", "restart", {"down": length}))
-                continue
-            actor = f"c{rnd.randint(1, wl.clients)}"
-            if kind in ("pause", "partition"):
-                raw.append((at, actor, kind, {"for": length}))
-            else:
-                raw.append((at, actor, kind, {}))
+            actor = "server" if kind.target == "server" else f"c{rnd.randint(1, wl.clients)}"
+            raw.append((at, actor, kind.action, {kind.duration_arg: length} if kind.duration_arg else {}))
 
     runs = scenario.runs
     if runs.enabled:
         # Workers serve the stream from the start, and again after each restart (a new incarnation).
         workers = {f"c{w}" for w in range(1, runs.workers + 1)}
         raw += [(0, w, "serve", {}) for w in sorted(workers)]
-        raw += [(at, actor, "serve", {}) for at, actor, action, _ in list(raw) if action == "restart" and actor in workers]
+        reborn = {kind.action for kind in FAULTS if kind.new_incarnation and kind.target == "client"}
+        raw += [(at, actor, "serve", {}) for at, actor, action, _ in list(raw) if action in reborn and actor in workers]
         rnd = streams.sequence("workload", "runs")
         drawn = []
         for _ in range(runs.submissions):

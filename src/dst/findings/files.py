@@ -24,6 +24,7 @@ from typing import Any, Iterable
 import attrs
 
 from .. import __version__
+from ..faults import fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
 from ..plan import parse_duration
@@ -73,9 +74,6 @@ def signature(impl: str, bugs: Iterable[str], invariant: str, shape: str) -> str
 
 # --- titles -------------------------------------------------------------------------------------------
 
-_HOW = (("restart", "server", "after-a-server-restart"), ("pause", None, "after-a-pause"),
-        ("partition", None, "during-a-partition"), ("crash", None, "after-a-crash"),
-        ("restart", None, "after-a-client-restart"))
 _NET = (("duplicated", "with-a-duplicated-message"), ("delayed", "with-a-delayed-message"),
         ("lost", "with-a-lost-message"))
 
@@ -86,10 +84,9 @@ def title(finding_invariant: str, message: str, scenario: Scenario, trace: Itera
     what = unit.title if unit is not None else finding_invariant
     if finding_invariant == "single-executor" and "two executions" in message:
         what = "run-executed-twice"
-    steps = scenario.steps or ()
-    for action, actor, words in _HOW:
-        if any(s.action == action and (actor is None or s.actor == actor) for s in steps):
-            return f"{what}-{words}"
+    faults = [kind for kind in map(fault_of, scenario.steps or ()) if kind is not None]
+    if faults:
+        return f"{what}-{min(faults, key=lambda kind: kind.title_rank).title}"
     kinds = {e[2] for e in trace if e[1] == "net"}
     for kind, words in _NET:
         if kind in kinds:
