@@ -81,6 +81,7 @@ def test_json_is_one_object_with_the_documented_keys(capsys: pytest.CaptureFixtu
     assert isinstance(data, dict)
     assert REQUIRED_KEYS <= data.keys(), REQUIRED_KEYS - data.keys()
     assert data["scenario"] == "default"
+    assert data["model"] == "dst.reference:model"
     assert data["seed"] == 1
     assert data["result"] == "ok"
     assert data["violation"] is None

@@ -353,6 +353,7 @@ def _fuzz_report(args: argparse.Namespace, scenario: Scenario, tally: Tally, wal
     return {
         "scenario": scenario.name,
         "source": scenario.source,
+        "model": scenario.model.impl,
         "bugs": list(scenario.bugs),
         "swarm": args.swarm,
         "seeds": {"first": first, "stop": stop, "shard": None if args.shard is None else f"{args.shard.index}/{args.shard.count}",
@@ -532,6 +533,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "ok": ok,
+            "model": args.model,
             "swarm": args.swarm,
             "bugs": [attrs.asdict(row) | {"ok": row.ok, "seconds": round(row.seconds, 3),
                                           "finding": recorded.get(row.slug)} for row in found],
@@ -539,7 +541,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
                        "seconds": round(r.seconds, 3), "ok": r.ok} for r in clean],
         }, indent=2))
     else:
-        render_selftest(_console(), found, clean, recorded)
+        render_selftest(_console(), found, clean, recorded, args.model)
     return EXIT_OK if ok else EXIT_VIOLATION
 
 

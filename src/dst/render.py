@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .faults import FAULT_ACTIONS, FAULTS
+from .models import DEFAULT_IMPL
 from .runner import RunResult
 from .scenario import Scenario
 from .sim.trace import Event, format_event, format_time
@@ -33,6 +34,8 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
     table.add_column(style="bold")
     table.add_column()
     table.add_row("scenario", f"{scenario.name} ({scenario.source})")
+    if result.model != DEFAULT_IMPL:
+        table.add_row("model", result.model)
     table.add_row("seed", str(result.seed))
     if result.bugs:
         table.add_row("bugs on", ", ".join(result.bugs))
@@ -100,6 +103,8 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("scenario", f"{report['scenario']} ({report['source']})")
+    if report.get("model", DEFAULT_IMPL) != DEFAULT_IMPL:
+        grid.add_row("model", report["model"])
     if report["bugs"]:
         grid.add_row("bugs on", ", ".join(report["bugs"]))
     grid.add_row("seeds", f"{report['seeds_run']:,} run ({span}{', shard ' + seeds['shard'] if seeds['shard'] else ''})"
@@ -127,8 +132,9 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
 
 
 def render_selftest(console: Console, found: list[Any], clean: list[Any],
-                    recorded: dict[str, dict[str, Any]] | None = None) -> None:
-    table = Table(title="every catalogue bug, found by fuzzing its scenario")
+                    recorded: dict[str, dict[str, Any]] | None = None, model: str = DEFAULT_IMPL) -> None:
+    whose = "every catalogue bug" if model == DEFAULT_IMPL else f"every bug of {model}"
+    table = Table(title=f"{whose}, found by fuzzing its scenario")
     columns = [("slug", "left"), ("expected", "left"), ("hit", "left"), ("seeds", "right"), ("first seed", "right"),
                ("seconds", "right")] + ([("minimized", "right"), ("finding", "left")] if recorded else [])
     for name, justify in columns:

@@ -45,6 +45,7 @@ class ViolationReport:
 @attrs.frozen(slots=False)  # not slotted: ``trace`` is a cached property
 class RunResult:
     scenario: str
+    model: str  # the importable name of the model that ran
     seed: int
     bugs: tuple[str, ...]
     plan: tuple[Step, ...]
@@ -75,6 +76,7 @@ class RunResult:
         """Everything but wall-clock figures: the same seed gives the same dict."""
         out: dict[str, Any] = {
             "scenario": self.scenario,
+            "model": self.model,
             "seed": self.seed,
             "bugs": list(self.bugs),
             "result": "ok" if self.ok else "violation",
@@ -227,7 +229,7 @@ class Simulation:
         jobs = Counter(detail.split(": ", 1)[1] for _, _, kind, detail in self.trace if kind == "job-end")
         checks = self.ghost.checks
         result = RunResult(
-            scenario=scenario.name, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
+            scenario=scenario.name, model=scenario.model.impl, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
             checks=checks, jobs=dict(jobs), violation=violation,
         )

@@ -459,10 +459,10 @@ def _steps(r: _Reader, doc: dict[str, Any], limits: dict[str, int], default_limi
 
 def load_scenario(path: str | Path | None = None, *, model: str | None = None) -> Scenario:
     """Load and validate a scenario file; ``None`` loads the embedded default. ``model`` names the model
-    to run instead of the one the file names (``--model``)."""
+    to run instead of the one the file names (``--model``): see :func:`with_model`."""
     if path is None:
         text = resources.files("dst").joinpath("scenarios/default.toml").read_text(encoding="utf-8")
-        return parse_scenario(tomllib.loads(text), EMBEDDED, model=model)
+        return _with_model(tomllib.loads(text), EMBEDDED, model)
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -474,7 +474,19 @@ def load_scenario(path: str | Path | None = None, *, model: str | None = None) -
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{source}: not valid TOML: {e}") from None
-    return parse_scenario(doc, source, model=model)
+    return _with_model(doc, source, model)
+
+
+def _with_model(doc: dict[str, Any], source: str, model: str | None) -> Scenario:
+    if model is None:
+        return parse_scenario(doc, source)
+    try:
+        own = parse_scenario(doc, source)
+    except ScenarioError as e:
+        if ": model.impl: " not in str(e):
+            raise
+        return parse_scenario(doc, source, model=model)  # its own model is gone: read its keys as the new one's
+    return with_model(own, model)
 
 
 def with_model(scenario: Scenario, model: str) -> Scenario:

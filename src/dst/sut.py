@@ -245,21 +245,28 @@ Handler = Coroutine[Any, Any, Any] | Generator[Any, Any, Any]  # returns the res
 
 
 class Service(Protocol):
+    """The server's code. Subclass it to inherit the defaults: no background loops, nothing in process
+    memory to lose, nothing to recover on boot."""
+
     def handlers(self) -> Mapping[type, Callable[[Any], Handler]]:
         """Request type -> the handler for it (called once per run; each request makes one coroutine)."""
+        ...
 
     def loops(self) -> Sequence[tuple[str, int]]:
         """The background loops (a reaper, a sweep), by name, with their intervals in ms. They start
         again, from scratch, after every boot."""
+        return ()
 
     def tick(self, loop: str, now: int) -> Iterable[Handler]:
         """One tick of a loop: the handlers to run now, concurrently (one per lease to reap, say)."""
+        return ()
 
     def crash(self) -> None:
         """The process dies: lose whatever lives in process memory (the store survives)."""
 
     def boot(self) -> Iterable[Handler]:
         """Recovery handlers to run as the process starts (a startup sweep), concurrently."""
+        return ()
 
 
 class Resource(Protocol):

@@ -157,7 +157,9 @@ class Ghost:
             self.recognised[limit] += self.owned.get(lease, 0)
 
     def lease_removed(self, lease: int) -> None:
-        holder = self.live.pop(lease)
+        holder = self.live.pop(lease, None)
+        if holder is None:
+            return  # a removal reported twice: the books already have it
         limit = self.limit_of[lease]
         self.expiry_of.pop(lease, None)
         if lease in self.counted:

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ..sut import RESOURCE, SERVER, Clock, call, sleep, work
+from ..sut import RESOURCE, SERVER, Clock, Env, Job, Order, call, sleep, work
 from .bugs import Bugs
 from .protocol import Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Release, Renew, Renewed, Write
 
@@ -44,12 +44,29 @@ class ClientConfig:
     write_time: int
 
 
+def lease_job(env: Env[Any], *, ttl: int, renew_fraction: float = 0.75, renew_attempts: int = 3,
+              bugs: Bugs | None = None) -> Job:
+    """The reference client program as a model's ``job``: for a service that speaks the reference
+    protocol (:mod:`dst.reference.protocol`), with leases of ``ttl`` ms."""
+    wl, clock, flags = env.workload, env.clock, bugs or Bugs()
+    config = ClientConfig(ttl=ttl, renew_fraction=renew_fraction, renew_attempts=renew_attempts, retries=wl.retries,
+                          acquire_patience=wl.acquire_patience, write_time=wl.write_time)
+
+    def job(client: str, incarnation: int, order: Order) -> Any:
+        if order.action != "acquire":
+            raise ValueError(f"the lease client runs acquire jobs, not {order.action!r}")
+        return LeaseClient(client, clock, config, flags).job(order.arg("limit"), order.arg("slots"),
+                                                             order.arg("work"), order.arg("writes"))
+
+    return job
+
+
 class LeaseClient:
-    def __init__(self, name: str, clock: Clock, config: ClientConfig, bugs: Bugs) -> None:
+    def __init__(self, name: str, clock: Clock, config: ClientConfig, bugs: Bugs | None = None) -> None:
         self.name = name
         self.clock = clock
         self.config = config
-        self.bugs = bugs
+        self.bugs = bugs or Bugs()
 
     async def job(self, limit: str, slots: int, work_ms: int, writes: int) -> str:
         """One job; returns how it ended (shown in the trace)."""

@@ -12,7 +12,8 @@ import attrs
 
 from ..sut import Bounds, Env, Model, Order, OptionError, System, option
 from .bugs import CATALOGUE, Bugs
-from .client import ClientConfig, LeaseClient
+from .client import lease_job
+from .protocol import Write
 from .resource import FencedResource
 from .runs import DEADLINE_TICK, RunService, RunStore, Worker
 from .service import LeaseService
@@ -87,21 +88,24 @@ def build(env: Env[ReferenceOptions]) -> System:
     run_store = RunStore(env.facts) if env.workload.runs else None
     service = Server(leases) if run_store is None else Server(leases, RunService(run_store, clock, o, bugs))
     wl = env.workload
-    client = ClientConfig(ttl=o.ttl, renew_fraction=o.renew_fraction, renew_attempts=o.renew_attempts,
-                          retries=wl.retries, acquire_patience=wl.acquire_patience, write_time=wl.write_time)
+    lease_client = lease_job(env, ttl=o.ttl, renew_fraction=o.renew_fraction, renew_attempts=o.renew_attempts,
+                             bugs=bugs)
 
-    def job(name: str, incarnation: int, order: Order) -> Handler:
+    def job(name: str, incarnation: int, order: Order) -> Any:
         if order.action == "serve":
             consumer = f"{name}#{incarnation}"  # a new incarnation is a new consumer: it does not own the old one's entries
             return Worker(consumer, clock, o, shift_end=wl.active_until, write_time=wl.write_time,
                           retries=wl.retries).serve()
-        return LeaseClient(name, clock, client, bugs).job(order.arg("limit"), order.arg("slots"), order.arg("work"),
-                                                          order.arg("writes"))
+        return lease_client(name, incarnation, order)
+
+    def lease_valid(req: Write) -> bool:
+        lease = store.get_lease(req.lease)
+        return lease is not None and lease.holder == req.holder and lease.expiry > clock.now
 
     return System(
         service=service, job=job, leases=store, runs=run_store,
-        resource=FencedResource(store, clock, env.facts, check_lease=o.resource_contract == "token-and-lease",
-                                bugs=bugs),
+        resource=FencedResource(env.facts, highest=store.highest, bugs=bugs,
+                                valid=lease_valid if o.resource_contract == "token-and-lease" else None),
         bounds=Bounds(reclaim_within=o.ttl + o.reaper_interval,
                       transition_within=o.cancelling_timeout + o.sweep_interval + DEADLINE_TICK,
                       claim_timeout=o.redelivery_timeout,

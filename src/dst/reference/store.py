@@ -73,7 +73,7 @@ class Store:
             self._leases = _LeaseTable()
         if not self._durable_fence:
             self.fence = 0
-            self.highest = {}
+            self.highest.clear()
 
     # --- counts -----------------------------------------------------------------------------
 
