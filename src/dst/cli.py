@@ -471,12 +471,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     bad_input = False
     for name in args.files:
         try:
-            finding = read(name)
+            finding = read(name, model=args.model)
         except FindingError as e:
             print(f"dst: {e}", file=sys.stderr)
             bad_input = True
             continue
-        outcome = replay(finding, model=args.model)
+        outcome = replay(finding)
         entry = {"file": name, "status": outcome.status, "invariant": finding.invariant,
                  "first_difference": outcome.first_difference, "explanation": outcome.explain()}
         event = outcome.differing_event

@@ -462,7 +462,7 @@ def load_scenario(path: str | Path | None = None, *, model: str | None = None) -
     to run instead of the one the file names (``--model``): see :func:`with_model`."""
     if path is None:
         text = resources.files("dst").joinpath("scenarios/default.toml").read_text(encoding="utf-8")
-        return _with_model(tomllib.loads(text), EMBEDDED, model)
+        return scenario_from_doc(tomllib.loads(text), EMBEDDED, model)
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -474,10 +474,11 @@ def load_scenario(path: str | Path | None = None, *, model: str | None = None) -
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{source}: not valid TOML: {e}") from None
-    return _with_model(doc, source, model)
+    return scenario_from_doc(doc, source, model)
 
 
-def _with_model(doc: dict[str, Any], source: str, model: str | None) -> Scenario:
+def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None) -> Scenario:
+    """A scenario from a TOML document, run on ``model`` instead of its own if given (see :func:`with_model`)."""
     if model is None:
         return parse_scenario(doc, source)
     try:

@@ -28,7 +28,7 @@ from ..faults import fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
 from ..plan import parse_duration
-from ..scenario import Scenario, ScenarioError, parse_scenario, scenario_to_doc
+from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event, format_time
 
 FORMAT = 1
@@ -191,8 +191,9 @@ def write(finding: Finding, directory: Path) -> tuple[Path, bool]:
 
 # --- reading ------------------------------------------------------------------------------------------
 
-def read(path: str | Path) -> Finding:
-    """Read and check a finding file; a malformed one raises :class:`FindingError` (one line)."""
+def read(path: str | Path, *, model: str | None = None) -> Finding:
+    """Read and check a finding file; a malformed one raises :class:`FindingError` (one line). ``model``
+    names a model to run it on instead of the one it recorded (``dst replay --model``)."""
     path = Path(path)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -221,7 +222,7 @@ def read(path: str | Path) -> Finding:
     if not isinstance(prints, list) or not all(isinstance(p, str) for p in prints):
         raise FindingError(f"{path}: finding.fingerprints: expected a list of strings")
     try:
-        scenario = parse_scenario(doc, str(path))
+        scenario = scenario_from_doc(doc, str(path), model)
         time = parse_duration(need("time", str, "a time such as '44.637s'"))
     except ScenarioError as e:
         raise FindingError(str(e)) from None
