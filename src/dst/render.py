@@ -163,7 +163,7 @@ def render_selftest(console: Console, found: list[Any], clean: list[Any],
         console.print(Text(f"missed or wrong invariant: {', '.join(missed)}", style="bold red"))
 
 
-_PLAN_KINDS = {"job", "pause", "resume", "partition", "crash", "restart", "boot"}
+_PLAN_KINDS = {"job", "resume", "boot", *FAULT_ACTIONS}
 
 
 def _lane_order(actor: str) -> tuple[int, int, str]:

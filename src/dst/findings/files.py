@@ -81,9 +81,7 @@ _NET = (("duplicated", "with-a-duplicated-message"), ("delayed", "with-a-delayed
 def title(finding_invariant: str, message: str, scenario: Scenario, trace: Iterable[Event]) -> str:
     """A readable summary of what happened: what broke, and the fault that set it up."""
     unit = BY_ID.get(finding_invariant)
-    what = unit.title if unit is not None else finding_invariant
-    if finding_invariant == "single-executor" and "two executions" in message:
-        what = "run-executed-twice"
+    what = unit.titled(message) if unit is not None else finding_invariant
     faults = [kind for kind in map(fault_of, scenario.steps or ()) if kind is not None]
     if faults:
         return f"{what}-{min(faults, key=lambda kind: kind.title_rank).title}"

@@ -61,6 +61,11 @@ class Invariant:
     def watches(cls) -> tuple[str, ...]:
         return tuple(hook for hook in HOOKS if callable(getattr(cls, hook, None)))
 
+    @classmethod
+    def titled(cls, message: str) -> str:
+        """The words a finding of this violation is named with (a unit may tell its violations apart)."""
+        return cls.title
+
 
 INVARIANTS: list[type[Invariant]] = []  # in registration order: the order ids are listed and checked in
 
@@ -68,7 +73,7 @@ INVARIANTS: list[type[Invariant]] = []  # in registration order: the order ids a
 def invariant(cls: type[Invariant]) -> type[Invariant]:
     """Register an invariant unit (a class decorator)."""
     stray = sorted(name for name in vars(cls) if not name.startswith("_") and callable(vars(cls)[name])
-                   and name not in HOOKS and name not in ("watches",))
+                   and name not in HOOKS and name not in ("watches", "titled"))
     assert not stray, f"{cls.__name__}: {stray} are not hooks (hooks: {', '.join(HOOKS)}); make helpers private"
     assert cls.id not in [u.id for u in INVARIANTS], f"two invariants are called {cls.id}"
     INVARIANTS.append(cls)

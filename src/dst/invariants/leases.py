@@ -87,6 +87,10 @@ class SingleExecutor(Invariant):
                  "on a limit than it allows, and never two on one run")
     parts = frozenset({"leases", "runs"})
 
+    @classmethod
+    def titled(cls, message: str) -> str:
+        return "run-executed-twice" if "two executions" in message else cls.title
+
     def work_started(self, client: str, handle: Any, other: str | None) -> None:
         self.checks += 1
         g = self.g
