@@ -1,4 +1,4 @@
-"""Fuzzing measurements (issues 3 and 5): how soon one core finds a catalogue bug, and a
+"""Fuzzing measurements: how soon one core finds a catalogue bug, and a
 contender running a campaign's seeds, in this process or in a pool of worker processes.
 """
 

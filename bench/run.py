@@ -1,4 +1,4 @@
-"""The benchmark suite for issues 2, 3 and 5, in one command: ``python bench/run.py [--quick]``.
+"""The benchmark suite, in one command: ``python bench/run.py [--quick]``.
 
 Seven measurements; every comparison is a ratio of contenders timed side by side in this run
 (the machine is noisy, so no figure is compared with one from another run):
@@ -13,7 +13,7 @@ Seven measurements; every comparison is a ratio of contenders timed side by side
    of the correct model, the suite's count of seeds run without a violation.
 
 Prints rich tables and writes every figure, with each round's value, to
-``bench/results/latest.json``. Goals are from issues 2, 3 and 5 and ``shared/DESIGN.md``.
+``bench/results/latest.json``. The goals are the project's design goals, listed in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ RATIOS = (("kernel", "heapq"), ("kernel", "simpy"))
 BASE = "5 clients"
 WORKERS = {"1 worker": 1, "2 workers": 2}
 CLEAN_FIRST = 100_000  # the clean section's first seed: not the seeds `dst selftest` runs
-GOAL_SECONDS = 1.0  # a catalogue bug found in about a second (DESIGN.md)
+GOAL_SECONDS = 1.0  # a design goal: a catalogue bug is found in about a second
 OUT = Path(__file__).parent / "results" / "latest.json"
 
 

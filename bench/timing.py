@@ -1,7 +1,7 @@
 """Side-by-side timing: contenders run in rotating order, round after round, so drift on a
 noisy machine hits them all alike. Figures are medians over rounds; a ratio is the median of
 the per-round ratios (each round's pair ran back to back), with its interquartile range.
-Short rounds and many of them pair better than long ones on this machine.
+Short rounds and many of them pair better than long ones on a shared, noisy machine.
 
 Time is this process's CPU time (``time.process_time``) by default, not the wall clock: the code
 timed is single-threaded and CPU-bound, and on a shared two-core machine the wall clock also

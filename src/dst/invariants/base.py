@@ -68,6 +68,7 @@ class Invariant:
 
 
 INVARIANTS: list[type[Invariant]] = []  # in registration order: the order ids are listed and checked in
+WATCHES: dict[type[Invariant], tuple[str, ...]] = {}  # each unit's hooks, worked out once
 
 
 def invariant(cls: type[Invariant]) -> type[Invariant]:
@@ -77,6 +78,7 @@ def invariant(cls: type[Invariant]) -> type[Invariant]:
     assert not stray, f"{cls.__name__}: {stray} are not hooks (hooks: {', '.join(HOOKS)}); make helpers private"
     assert cls.id not in [u.id for u in INVARIANTS], f"two invariants are called {cls.id}"
     INVARIANTS.append(cls)
+    WATCHES[cls] = cls.watches()
     return cls
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 from ..sim.kernel import Kernel
 from ..sut import Bounds, Cancel, LeaseView, RunView
-from .base import HOOKS, INVARIANTS, Invariant
+from .base import HOOKS, INVARIANTS, WATCHES, Invariant
 
 
 class ServerWatch:
@@ -95,7 +95,7 @@ class Ghost:
         self.bounds = bounds
         chosen = set(invariants)
         self.units = tuple(unit(self) for unit in INVARIANTS if unit.id in chosen)
-        self._watchers = {hook: tuple(getattr(u, hook) for u in self.units if hook in u.watches()) for hook in HOOKS}
+        self._watchers = {hook: tuple(getattr(u, hook) for u in self.units if hook in WATCHES[type(u)]) for hook in HOOKS}
         self._bind()
 
     def _bind(self) -> None:
