@@ -1,6 +1,7 @@
 """Finding the model a scenario names: ``"package.module:name"`` -> a :class:`dst.sut.Model`.
 
 Only importable names, never file paths: importing the module runs its code, as any import does.
+Names are looked up in the installed packages and then in the current directory, as ``python -m`` does.
 The name may point at a :class:`~dst.sut.Model` or at a plain build function (a model with no
 options and no bugs). Resolved models are cached per process.
 """
@@ -8,6 +9,7 @@ options and no bugs). Resolved models are cached per process.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 from typing import Any
@@ -31,6 +33,7 @@ def resolve(impl: str) -> Model[Any]:
     if not isinstance(impl, str) or not _NAME.match(impl):
         raise ModelError(f"expected an importable name such as 'package.module:model', got {impl!r}")
     module_name, attr = impl.split(":", 1)
+    _look_in_the_current_directory()
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as e:  # whatever the module's own code raised while importing
@@ -67,6 +70,14 @@ def name_of(model: Any) -> str:
             return name
     raise ModelError(f"{model!r} has no importable name: bind it to a name at the top level of a module and "
                      f"pass 'package.module:name'")
+
+
+def _look_in_the_current_directory() -> None:
+    """Names resolve as ``python -m`` resolves them, from the current directory too (after the installed
+    packages, so a local file cannot shadow one): ``impl = "adapters.mine:model"`` works from the project's root."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
 
 
 def _one_line(e: BaseException) -> str:

@@ -1,8 +1,8 @@
 """The one place that composes scenario + plan + simulator + model + invariants.
 
 A run has three phases: the *active* phase (plan steps: jobs and faults), the
-*drain* (no new steps; wait until every client has finished its jobs, up to
-``run.drain_limit``), and the *quiet* period, after which ``stranded-slot``
+*drain* (no new steps; wait until every client has finished its jobs and the server
+has answered every request it is handling, up to ``run.drain_limit``), and the *quiet* period, after which ``stranded-slot``
 checks that nothing is left held (and ``at-least-once`` that every run that was
 not cancelled was acknowledged).
 """
@@ -208,6 +208,8 @@ class Simulation:
         finally:
             if collecting:
                 gc.enable()
+            if self.system.close is not None:
+                self.system.close()
 
     def _run(self) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
@@ -218,7 +220,9 @@ class Simulation:
         try:
             kernel.run(self.active_until)
             drain_end = self.active_until + scenario.run.drain_limit
-            while kernel.now < drain_end and not all(c.idle for c in self.clients.values()):
+            # Drained: every client finished its jobs and the server answered what it was handling (a backlog
+            # of retried requests can still grant leases; the quiet period starts after them).
+            while kernel.now < drain_end and not (self.server.idle and all(c.idle for c in self.clients.values())):
                 kernel.run(min(kernel.now + _DRAIN_POLL, drain_end))
             kernel.run(kernel.now + scenario.run.quiet)
             serving = {s.actor for s in self.plan if s.action == "serve"}

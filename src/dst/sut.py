@@ -298,6 +298,7 @@ class System:
     leases: LeaseView | None = None  # without it, the lease invariants are not checked
     runs: RunView | None = None  # without it, the run invariants are not checked (and runs cannot be submitted)
     bounds: Bounds = Bounds()
+    close: Callable[[], None] | None = None  # called once the run is over, whatever its end: close files, remove them
 
 
 @attrs.frozen

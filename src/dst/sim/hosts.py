@@ -235,7 +235,7 @@ class ServerHost:
     """
 
     __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
-                 "pct", "ticks", "boots")
+                 "pct", "ticks", "boots", "serving")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
                  *, store_latency: tuple[int, int], scheduler: str = "uniform") -> None:
@@ -252,6 +252,7 @@ class ServerHost:
         self.pct = scheduler == "pct"
         self.ticks: dict[str, int] = {}  # loop -> ticks so far, over every process: a tick's handlers' key space
         self.boots = 0
+        self.serving = 0  # requests this process is handling right now
 
     def boot(self) -> None:
         self.up = True
@@ -263,9 +264,15 @@ class ServerHost:
         for tag, (loop, interval) in enumerate(self.service.loops(), 1):
             self.kernel.after(interval, self._tick, (self.epoch, loop, interval, tag))
 
+    @property
+    def idle(self) -> bool:
+        """No request is being handled (background loops aside)."""
+        return self.serving == 0
+
     def restart(self, down: int) -> None:
         self.epoch += 1
         self.up = False
+        self.serving = 0  # the process's handlers are gone
         self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
         self.service.crash()
         self.ghost.server_down()
@@ -287,6 +294,7 @@ class ServerHost:
             raise TypeError(f"the service has no handler for {payload.__class__.__name__} requests "
                             f"(its handlers: {', '.join(sorted(t.__name__ for t in self.routes))})")
         # A task is [handler, key for its draws, steps taken, request message, epoch].
+        self.serving += 1
         self._step([handle(payload), message[2], 0, message, self.epoch])
 
     def _step(self, task: list) -> None:
@@ -300,6 +308,7 @@ class ServerHost:
             self.ghost.settle()
             message = task[3]
             if message is not None:
+                self.serving -= 1
                 self.ghost.handled(message[3])
             if message is not None and response is not None:
                 self.trace.append((self.kernel.now, "server", "reply", ("@ to $ (#)", response, message[0], message[2] | RESPONSE)))

@@ -1,0 +1,194 @@
+"""The lease/slot service: Prefect's concurrency limits, version 2, on SQLite.
+
+A ``limits`` table keeps each limit's capacity and its active slot count; a ``leases`` table keeps
+each lease's holder, limit, slots, expiry and seat; a one-row ``counters`` table hands out lease
+ids and fencing tokens. Admission is one conditional increment,
+``UPDATE limits SET active = active + n WHERE ... AND active + n <= capacity``, and the lease is
+inserted in the same transaction. Renewal moves a lease's expiry if the lease still exists. Release
+deletes the lease and gives its slots back in one transaction, and only if the delete found it:
+the delete is the claim. A reaper, every ``reaper_interval``, deletes leases past their expiry,
+re-checking the expiry in the delete itself.
+
+Each wrong behaviour a bug switch turns on is at one place, marked ``# wrong:``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Coroutine
+
+from dst import sut
+from dst.reference.protocol import Acquire, Denied, Done, Exit, Granted, Refused, Release, Renew, Renewed, Write
+
+from .database import Database, Transaction, connect
+
+SCHEMA = """
+PRAGMA journal_mode=WAL;
+CREATE TABLE limits (name TEXT PRIMARY KEY, capacity INTEGER NOT NULL, active INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE leases (id INTEGER PRIMARY KEY, holder TEXT NOT NULL, limit_name TEXT NOT NULL,
+                     slots INTEGER NOT NULL, expiry INTEGER NOT NULL, seat INTEGER NOT NULL);
+CREATE TABLE counters (lease INTEGER NOT NULL, token INTEGER NOT NULL);
+INSERT INTO counters VALUES (0, 0);
+"""
+
+Handler = Coroutine[Any, Any, Any]
+
+
+def create(path: str, limits: dict[str, int]) -> None:
+    """A new database file with its tables and limits."""
+    conn = connect(path)
+    conn.executescript(SCHEMA)
+    conn.executemany("INSERT INTO limits (name, capacity) VALUES (?, ?)", sorted(limits.items()))
+    conn.close()
+
+
+class LeaseService(sut.Service):
+    def __init__(self, db: Database, env: sut.Env[Any], *, ttl: int, reaper_interval: int, retry_after: int) -> None:
+        self.db, self.clock, self.facts, self.bugs = db, env.clock, env.facts, env.bugs
+        self.ttl, self.reaper_interval, self.retry_after = ttl, reaper_interval, retry_after
+
+    def handlers(self) -> dict[type, Callable[[Any], Handler]]:
+        return {Acquire: self.acquire, Renew: self.renew, Release: self.release, Exit: self.exit}
+
+    def loops(self) -> list[tuple[str, int]]:
+        return [("reaper", self.reaper_interval)]
+
+    def tick(self, loop: str, now: int) -> list[Handler]:
+        return [self.reap()]
+
+    def crash(self) -> None:
+        self.db.crash()
+        if "leases-in-memory" in self.bugs:
+            # wrong: the leases lived in process memory (Prefect's default lease storage, PR #20090); the
+            # counts in the database survive the restart, the leases do not
+            conn = connect(self.db.path)
+            for (lease,) in conn.execute("DELETE FROM leases RETURNING id").fetchall():
+                self.facts.lease_removed(lease)
+            conn.close()
+
+    # --- requests -----------------------------------------------------------------------------
+
+    async def acquire(self, req: Acquire) -> Granted | Denied:
+        if "check-then-increment" in self.bugs:
+            # wrong: the capacity check is a read of its own, and the increment comes later, unconditionally:
+            # two admissions that both read a free slot both take it (Prefect discussion #20520)
+            [(active, capacity)] = await self.db.read("SELECT active, capacity FROM limits WHERE name = ?",
+                                                      (req.limit,))
+            if active + req.slots > capacity:
+                return Denied(self.retry_after)
+        return await self.db.transaction(lambda tx: self._admit(tx, req))
+
+    async def _admit(self, tx: Transaction, req: Acquire) -> Granted | Denied:
+        if "check-then-increment" in self.bugs:
+            await tx.execute("UPDATE limits SET active = active + ? WHERE name = ?", (req.slots, req.limit))
+        elif not await tx.execute("UPDATE limits SET active = active + :n WHERE name = :limit AND active + :n <= capacity "
+                                  "RETURNING active", {"n": req.slots, "limit": req.limit}):
+            return Denied(self.retry_after)
+        [(lease, token)] = await tx.execute("UPDATE counters SET lease = lease + 1, token = token + 1 RETURNING lease, token")
+        taken = {seat for (seat,) in await tx.execute("SELECT seat FROM leases WHERE limit_name = ?", (req.limit,))}
+        seat = min(set(range(len(taken) + 1)) - taken)  # the resource fences each seat on its own
+        expiry = self.clock.now + self.ttl
+        await tx.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                         (lease, req.holder, req.limit, req.slots, expiry, seat))
+        tx.report(self.facts.slots_taken, lease, req.limit, req.slots)
+        tx.report(self.facts.lease_stored, lease, req.holder, req.limit)
+        return Granted(lease, expiry, token, seat)
+
+    async def renew(self, req: Renew) -> Renewed | Refused:
+        expiry = self.clock.now + self.ttl
+
+        async def body(tx: Transaction) -> Renewed | Refused:
+            # Renewal asks only that the lease still exist: a slot is never given away before the reaper
+            # has deleted its lease, so a late renewal that finds its lease still holds a slot no one else has.
+            found = await tx.execute("UPDATE leases SET expiry = ? WHERE id = ? AND holder = ? RETURNING limit_name",
+                                     (expiry, req.lease, req.holder))
+            if not found:
+                return Refused("no such lease")
+            tx.report(self.facts.lease_renewed, req.lease, found[0][0])
+            return Renewed(expiry)
+
+        return await self.db.transaction(body)
+
+    async def release(self, req: Release) -> Done | Refused:
+        if "read-then-delete-release" in self.bugs:
+            # wrong: read the lease, then delete it and give its slots back in a second transaction: two
+            # releases (a retry, a duplicate) that both read it both give back (TLA+ ReadPresentRelease)
+            found = await self.db.read("SELECT limit_name, slots FROM leases WHERE id = ? AND holder = ?",
+                                       (req.lease, req.holder))
+            if not found:
+                return Refused("no such lease")
+            return await self.db.transaction(lambda tx: self._delete_then_give_back(tx, req.lease, *found[0]))
+        return await self.db.transaction(lambda tx: self._revoke(tx, req.lease, " AND holder = ?", (req.holder,)))
+
+    async def exit(self, req: Exit) -> Done:
+        return Done("held nothing")  # a job that gave up waiting never took a slot
+
+    # --- the reaper ---------------------------------------------------------------------------
+
+    async def reap(self) -> None:
+        """Find the leases past their expiry, then revoke each in a transaction of its own."""
+        expired = await self.db.read("SELECT id FROM leases WHERE expiry <= ? ORDER BY id", (self.clock.now,))
+        for (lease,) in expired:
+            if "reaper-without-recheck" in self.bugs:
+                # wrong: delete by id alone: a lease renewed since the read above goes too (TLA+ StaleReap)
+                await self.db.transaction(lambda tx: self._revoke(tx, lease, "", ()))
+            else:
+                await self.db.transaction(lambda tx: self._revoke(tx, lease, " AND expiry <= ?", (self.clock.now,)))
+
+    # --- what release and the reaper share ----------------------------------------------------
+
+    async def _revoke(self, tx: Transaction, lease: int, condition: str, params: tuple[Any, ...]) -> Done | Refused:
+        """Delete the lease where ``condition`` still holds; only the delete that removed it gives its slots back."""
+        found = await tx.execute(f"DELETE FROM leases WHERE id = ?{condition} RETURNING limit_name, slots",
+                                 (lease, *params))
+        if not found:
+            return Refused("no such lease")
+        tx.report(self.facts.lease_removed, lease)
+        await self._give_back(tx, lease, *found[0])
+        return Done("released")
+
+    async def _delete_then_give_back(self, tx: Transaction, lease: int, limit: str, slots: int) -> Done:
+        if await tx.execute("DELETE FROM leases WHERE id = ? RETURNING id", (lease,)):
+            tx.report(self.facts.lease_removed, lease)
+        await self._give_back(tx, lease, limit, slots)  # whether or not the delete found the lease
+        return Done("released")
+
+    async def _give_back(self, tx: Transaction, lease: int, limit: str, slots: int) -> None:
+        await tx.execute("UPDATE limits SET active = active - ? WHERE name = ?", (slots, limit))
+        tx.report(self.facts.slots_returned, lease, limit, slots)
+
+
+class LeaseView:
+    """The authority's committed state, as the invariants read it (the harness's own connection)."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = connect(path)
+
+    def count(self, limit: str) -> int:
+        return int(self.conn.execute("SELECT active FROM limits WHERE name = ?", (limit,)).fetchone()[0])
+
+    def expiry(self, lease: int) -> int | None:
+        row = self.conn.execute("SELECT expiry FROM leases WHERE id = ?", (lease,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def lease_ids(self) -> list[int]:
+        return [lease for (lease,) in self.conn.execute("SELECT id FROM leases ORDER BY id")]
+
+
+class FencedTable:
+    """The protected resource, a database of its own: a write goes in only if its token is at least the
+    highest written to that seat, compared and written in one statement (one atomic boundary)."""
+
+    def __init__(self, path: str, facts: sut.Facts) -> None:
+        self.conn = connect(path)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS fence (seat TEXT PRIMARY KEY, token INTEGER NOT NULL)")
+        self.facts = facts
+
+    def write(self, req: Write) -> Done | Refused:
+        seat = f"{req.limit}/{req.seat}"
+        accepted = self.conn.execute(
+            "INSERT INTO fence VALUES (:seat, :token) ON CONFLICT (seat) DO UPDATE SET token = excluded.token "
+            "WHERE excluded.token >= fence.token RETURNING token", {"seat": seat, "token": req.token}).fetchall()
+        if not accepted:
+            return Refused(f"stale token {req.token}")
+        self.facts.write_accepted(req.holder, req.lease, req.token, seat)
+        return Done("accepted")

@@ -1,0 +1,149 @@
+"""The SQLite service in examples/: a real database under simulation, through the public seam only."""
+
+from __future__ import annotations
+
+import ast
+import glob
+import json
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import dst
+from dst import sut
+from dst.cli import main
+from dst.explore.selftest import find_bug
+from dst.models import resolve
+from dst.runner import run
+from dst.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "sqlite_leases"
+IMPL = "examples.sqlite_leases:model"
+
+
+@pytest.fixture(autouse=True)
+def at_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the example's name resolves from the repository's root
+
+
+def test_nothing_in_dst_knows_the_example_and_the_example_uses_only_the_public_seam():
+    src = Path(dst.__file__).parent
+    assert not [p for p in src.rglob("*") if p.is_file() and "sqlite_leases" in p.read_text(errors="ignore")]
+    allowed = {"dst", "dst.sut", "dst.reference", "dst.reference.protocol"}
+    for path in EXAMPLE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module.split(".")[0] == "dst":
+                assert node.module in allowed, f"{path.name} imports {node.module}"
+
+
+def test_its_default_scenario_runs_clean_through_the_cli(capsys):
+    scenario = str(EXAMPLE / "scenarios" / "default.toml")
+    assert main(["run", "--scenario", scenario, "--seed", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == IMPL and data["result"] == "ok" and data["events"] > 0
+    assert main(["fuzz", "--scenario", scenario, "--count", "60", "--workers", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["violations"] == 0
+
+
+@pytest.mark.parametrize("bug", [bug.slug for bug in resolve(IMPL).bugs])
+def test_each_of_its_bugs_is_found_with_an_invariant_it_breaks(bug):
+    row = find_bug(bug, impl=IMPL, max_seeds=60, seconds=60, use_swarm=True, workers=1)
+    assert row.ok, (bug, row.hit, row.message)
+
+
+def test_a_violation_shrinks_to_a_finding_that_replays(tmp_path, capsys):
+    scenario = str(EXAMPLE / "scenarios" / "check-then-increment.toml")
+    argv = ["shrink", "--scenario", scenario, "--seed", "1", "--swarm", "--findings", str(tmp_path), "--json"]
+    assert main(argv) == 1
+    shrunk = json.loads(capsys.readouterr().out)
+    assert shrunk["invariant"] == "capacity" and shrunk["steps_after"] <= 3
+    assert main(["replay", shrunk["path"], "--quiet"]) == 0
+
+
+def test_a_run_leaves_no_database_behind():
+    pattern = os.path.join(tempfile.gettempdir(), "dst-sqlite-*")
+    before = set(glob.glob(pattern))
+    run(load_scenario(EXAMPLE / "scenarios" / "leases-in-memory.toml"), 3)
+    assert set(glob.glob(pattern)) == before
+
+
+# --- its database, on its own: what a crash keeps, when facts are told ---------------------------
+
+def drive(coroutine):
+    """Run a coroutine that awaits only store steps, to its end; its result."""
+    try:
+        while True:
+            coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_a_crash_rolls_back_the_open_transaction_and_keeps_the_committed(tmp_path):
+    from examples.sqlite_leases.database import Database
+
+    path = str(tmp_path / "t.db")
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (v INTEGER)")
+    db = Database(path)
+    told: list[int] = []
+
+    async def insert(tx, value):
+        await tx.execute("INSERT INTO t VALUES (?)", (value,))
+        tx.report(told.append, value)
+        await tx.execute("SELECT count(*) FROM t")
+
+    drive(db.transaction(lambda tx: insert(tx, 1)))  # committed
+    open_one = db.transaction(lambda tx: insert(tx, 2))
+    for _ in range(3):
+        open_one.send(None)  # BEGIN, the INSERT, and waiting on the SELECT: the row is written, not committed
+    assert sqlite3.connect(path).execute("SELECT v FROM t").fetchall() == [(1,)]
+    db.crash()  # the process dies with the transaction open
+    open_one.close()
+    rows = sqlite3.connect(path).execute("SELECT v FROM t").fetchall()
+    assert rows == [(1,)] and told == [1]  # the facts of the lost transaction were never told
+    drive(db.transaction(lambda tx: insert(tx, 3)))  # the restarted process opens the same file
+    assert sqlite3.connect(path).execute("SELECT v FROM t ORDER BY v").fetchall() == [(1,), (3,)]
+
+
+def test_a_transaction_waits_for_the_write_lock_and_autocommit_does_not_hold_facts(tmp_path):
+    from examples.sqlite_leases.database import Database
+
+    path = str(tmp_path / "t.db")
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE t (v INTEGER)")
+    db = Database(path)
+
+    async def insert(tx, value):
+        await tx.execute("INSERT INTO t VALUES (?)", (value,))
+
+    first, second = db.transaction(lambda tx: insert(tx, 1)), db.transaction(lambda tx: insert(tx, 2))
+    first.send(None)
+    first.send(None)  # holds the lock, not committed
+    for _ in range(5):
+        assert second.send(None) is None  # waits a round trip at a time for the lock
+    drive(first)
+    drive(second)
+    assert sqlite3.connect(path).execute("SELECT v FROM t ORDER BY v").fetchall() == [(1,), (2,)]
+
+    statements = Database(path, autocommit=True)
+    told: list[int] = []
+
+    async def report_each(tx):
+        await tx.execute("INSERT INTO t VALUES (3)")
+        tx.report(told.append, 3)
+        assert told == [3]  # in autocommit each statement is committed, and told, at once
+        await tx.execute("INSERT INTO t VALUES (4)")
+
+    drive(statements.transaction(report_each))
+
+
+def test_the_example_model_is_a_sut_model():
+    model = resolve(IMPL)
+    assert isinstance(model, sut.Model) and model.options is not None
+    assert {bug.slug for bug in model.bugs} == {"check-then-increment", "read-then-delete-release", "leases-in-memory",
+                                                  "reaper-without-recheck", "autocommit"}
