@@ -132,3 +132,67 @@ def test_message_loss_is_traced_and_recovered_by_retries():
     r = script([job("0s", work="5s", writes=1)], network={"loss": 0.3}, seed=3)
     assert events(r, "net", "lost"), show(r)
     assert r.ok
+
+
+# --- the server paused; a store round trip slow; faults pinned to a message -----------------------------
+
+def test_a_paused_server_runs_nothing_until_it_resumes_and_keeps_its_memory():
+    r = script([job("0s", work="100s", writes=1), {"at": "20s", "actor": "server", "action": "pause", "for": "30s"}])
+    server = events(r, "server")
+    assert [(e[0], e[2]) for e in server if e[2] in ("pause", "resume", "boot")] == \
+        [(0, "boot"), (20_000, "pause"), (50_000, "resume")], show(r)
+    assert not [e for e in server if 20_000 < e[0] < 50_000]  # frozen: not a receive, not a reply
+    # The renewal sent at ~45 s waited in the socket and is answered after the pause; the lease survived
+    # (the reaper did not run in between either), so c1 renews and finishes.
+    assert any(e[0] >= 50_000 and "renewed" in e[3] for e in events(r, "server", "reply")), show(r)
+    assert r.jobs == {"done": 1} and r.ok, show(r)
+
+
+def test_a_pinned_slow_round_trip_holds_a_handler_open_and_traces_it():
+    release_key = "1.3.0"  # step 1's first release (kind 3)
+    r = script([job("0s", work="5s", writes=0),
+                {"at": "5s", "actor": "server", "action": "slow", "message": release_key, "round_trip": 1, "by": "3s"}])
+    slow = events(r, "server", "slow")
+    assert len(slow) == 1 and f"{release_key} round trip 1 slower by 3s" in slow[0][3], show(r)
+    # The client's request timed out (2 s) and was retried: the correct model answers both, once each.
+    assert len([e for e in events(r, "c1", "send") if "release" in e[3]]) == 2
+    assert r.ok and r.faults == {"slow": 1}, show(r)
+
+
+def test_pinned_network_faults_happen_whatever_the_draws_say():
+    r = script([job("0s", work="5s", writes=0),
+                {"at": "5s", "actor": "net", "action": "duplicate", "message": "1.3.0"},
+                {"at": "0s", "actor": "net", "action": "lose", "message": "1.1.0"},
+                {"at": "0s", "actor": "net", "action": "delay", "message": "1.1.1", "by": "10s"}])
+    net = {e[2]: e[3] for e in events(r, "net")}
+    assert "1.1.0" in net["lost"] and "1.3.0" in net["duplicated"] and "1.1.1 by 10.01s" in net["delayed"], show(r)
+    assert r.ok
+
+
+def test_the_faults_the_draws_made_pinned_as_steps_replay_the_same_run(default_scenario):
+    from dst.explore.shrink import pin_draws, scripted
+    from dst.runner import run
+
+    for seed in range(1, 6):
+        first = run(default_scenario, seed)
+        assert first.drawn, "the default scenario's network loses, duplicates and delays messages"
+        base = scripted(default_scenario, first.plan)
+        pinned = pin_draws(base, run(base, seed))
+        assert pinned.network.loss == pinned.network.duplicate == pinned.network.delay == 0.0
+        assert run(pinned, seed).digest == first.digest
+
+
+def test_a_rare_slow_round_trip_finds_a_double_release_and_the_finding_says_so(tmp_path):
+    """No loss, no duplicates, no long delays; well under one slow store round trip per run."""
+    from dst.explore.fuzz import campaign, seeds
+    from dst.explore.record import minimize
+    from dst.scenario import parse_scenario
+
+    scenario = parse_scenario({"bugs": ["double-release"], "model": {"limits": {"db": 2}, "store_slow": 0.0005},
+                               "network": {"loss": 0.0, "duplicate": 0.0, "delay": 0.0}}, "<slow store>")
+    found = next(o for o in campaign(scenario, seeds(1, 1000, None), use_swarm=True, workers=1) if o.invariant)
+    assert found.invariant == "no-foreign-release" and found.seed < 1000
+    shrunk = minimize(scenario, found.seed, use_swarm=True)
+    steps = shrunk.scenario.steps or ()
+    assert len(steps) <= 3 and [s.action for s in steps].count("slow") == 1, [s.describe() for s in steps]
+    assert shrunk.scenario.model.store_slow == 0.0  # the slow round trip is a step now, not a probability

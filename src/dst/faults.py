@@ -1,13 +1,19 @@
 """The fault registry: one record per kind of fault, and everything else derives from it.
 
-A kind's record says its key in a scenario's ``[faults]`` table, the plan step it becomes (its
-action, who it targets, the argument its drawn duration goes in), how the simulator applies that
-step, what it does (for the docs), and how a finding that contains it is titled and drawn. The
-scenario schema, the plan's step vocabulary, the plan generator, swarm testing, the minimizer and
-the renderings read this table; adding a kind is adding a record here.
+A kind's record says the plan step it becomes (its action, who it targets, its arguments), how
+the simulator applies that step, what it does (for the docs), and how a finding that contains it
+is titled and drawn. The scenario schema, the plan's step vocabulary, the plan generator, swarm
+testing, the minimizer and the renderings read this table; adding a kind is adding a record here.
 
-Faults arrive as a Poisson process at the scenario's rate (per virtual minute); each draws a
-duration from the kind's range and, for a client fault, its target client uniformly.
+Two sorts of kind:
+
+* *scheduled* faults have a key in a scenario's ``[faults]`` table: they arrive as a Poisson
+  process at its rate (per virtual minute), each with a duration drawn from its range and, for a
+  client fault, a target client drawn uniformly;
+* *pinned* faults are what the keyed draws do to one message or one store round trip (a loss, a
+  duplicate, a long delay, a slow round trip), at the probabilities of ``[network]`` and
+  ``[model]``. Written as a step, such a fault happens whatever the draws say: it is how a
+  finding states the faults its story needs, and the minimizer writes them so.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 from typing import Any, Callable, Literal
 
 import attrs
+
+from .sim.trace import key_name, parse_key
 
 
 def _crash(sim: Any, step: Any) -> None:
@@ -41,45 +49,94 @@ def _server_restart(sim: Any, step: Any) -> None:
     sim.server.restart(step.arg("down", 0))
 
 
+def _server_pause(sim: Any, step: Any) -> None:
+    sim.server.pause(step.arg("for"))
+
+
+# Pinned faults are applied before the run starts: they name the message, not the moment.
+
+def _pin_message(effect: int) -> Callable[[Any, Any], None]:
+    def pin(sim: Any, step: Any) -> None:
+        key = parse_key(step.arg("message"))
+        lost, extra, twice = sim.network.pinned.get(key, (False, 0, False))
+        value = (lost or effect == 0, step.arg("by", 0) or extra, twice or effect == 2)
+        sim.network.pinned[key] = value
+
+    return pin
+
+
+def _pin_slow(sim: Any, step: Any) -> None:
+    sim.server.pinned[(parse_key(step.arg("message")), step.arg("round_trip"))] = step.arg("by")
+
+
 @attrs.frozen
 class FaultKind:
-    name: str  # its key in [faults], and in the run's fault counts
+    name: str  # its key in [faults] (scheduled kinds), and in the run's fault counts
     action: str  # the plan step it becomes
-    target: Literal["client", "server"]  # a client drawn uniformly, or the server
-    duration_arg: str | None  # the step argument its drawn duration goes in (None: it takes no duration)
+    target: Literal["client", "server", "net"]  # a client drawn uniformly, the server, or the network
+    duration_arg: str | None  # the step argument its duration goes in (None: it takes no duration)
     apply: Callable[[Any, Any], None]  # (the simulation, the step): what happens at the step's time
     effect: str  # what it does, for the docs
     title: str  # words for a finding's name when its minimized plan has this fault
     title_rank: int  # when a plan has several kinds, the lowest rank names the finding
     style: str = ""  # how its trace events are drawn (rich style)
     new_incarnation: bool = False  # a client comes back as a new process (a worker then serves again)
+    pinned: bool = False  # a pinned fault: applied before the run, to the message it names (no [faults] key)
+    args: tuple[tuple[str, str], ...] = ()  # its other step arguments and their kinds
+    drawn_as: str = ""  # the trace event its draws make (pinned kinds): a finding without the step is named by it
 
 
 FAULTS: tuple[FaultKind, ...] = (
     FaultKind("crash", "crash", "client", None, _crash,
-              "a client dies for good; its later steps are skipped", "after-a-crash", 3, "bold red"),
+              "a client dies for good; its later steps are skipped", "after-a-crash", 4, "bold red"),
     FaultKind("restart", "restart", "client", None, _restart,
               "a client dies and a new incarnation starts with no memory of the old one's leases",
-              "after-a-client-restart", 4, "red", new_incarnation=True),
+              "after-a-client-restart", 5, "red", new_incarnation=True),
     FaultKind("pause", "pause", "client", "for", _pause,
               "a client is frozen; whatever would wake it waits until it resumes, and it continues where it "
               "stopped (a work slice cut by the pause is reported to the job, which checks its lease before "
-              "working again)", "after-a-pause", 1, "yellow"),
+              "working again)", "after-a-pause", 2, "yellow"),
     FaultKind("partition", "partition", "client", "for", _partition,
               "messages between a client and the server are cut (the resource is still reachable)",
-              "during-a-partition", 2, "magenta"),
+              "during-a-partition", 3, "magenta"),
     FaultKind("server_restart", "restart", "server", "down", _server_restart,
               "the server loses process memory and every in-flight handler, keeps its durable store, is down for "
               "the duration, and starts its background loops again", "after-a-server-restart", 0, "red"),
+    FaultKind("server_pause", "pause", "server", "for", _server_pause,
+              "the server process is frozen (a stop-the-world pause): no handler and no background loop runs and "
+              "requests wait, then it goes on where it stopped, its memory intact", "after-a-server-pause", 1, "yellow"),
+    # Pinned kinds: `message` names a message as the trace does (17.3.0: step 17's first message of kind 3).
+    FaultKind("slow", "slow", "server", "by", _pin_slow,
+              "the handler of `message` takes `by` longer over its `round_trip`-th store round trip",
+              "with-a-slow-store-round-trip", 6, "yellow", pinned=True,
+              args=(("message", "key"), ("round_trip", "int")), drawn_as="slow"),
+    FaultKind("duplicate", "duplicate", "net", None, _pin_message(2), "`message` is delivered twice",
+              "with-a-duplicated-message", 7, "magenta", pinned=True, args=(("message", "key"),),
+              drawn_as="duplicated"),
+    FaultKind("delay", "delay", "net", "by", _pin_message(1), "`message` takes `by` longer than its latency",
+              "with-a-delayed-message", 8, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed"),
+    FaultKind("lose", "lose", "net", None, _pin_message(0), "`message` is lost", "with-a-lost-message", 9,
+              "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost"),
 )
+SCHEDULED: tuple[FaultKind, ...] = tuple(kind for kind in FAULTS if not kind.pinned)
 
 BY_NAME: dict[str, FaultKind] = {kind.name: kind for kind in FAULTS}
 FAULT_ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(kind.action for kind in FAULTS))
 
 
+def befell(sim: Any) -> list[tuple[int, str, str, dict[str, Any]]]:
+    """Every fault that befell a message or a store round trip in a run (drawn or pinned), as the
+    ``(at, actor, action, args)`` of the pinned steps that would say so."""
+    out = [(at, "net", action, {"message": key_name(key), **({"by": ms} if BY_NAME[action].duration_arg else {})})
+           for at, action, key, ms in sim.network.drawn]
+    out += [(at, "server", "slow", {"message": key_name(key), "round_trip": n, "by": ms})
+            for at, key, n, ms in sim.server.drawn]
+    return sorted(out, key=lambda step: step[0])
+
+
 def fault_of(step: Any) -> FaultKind | None:
     """The kind of fault a plan step is (None: it is not a fault)."""
-    target = "server" if step.actor == "server" else "client"
+    target = step.actor if step.actor in ("server", "net") else "client"
     for kind in FAULTS:
         if kind.action == step.action and kind.target == target:
             return kind

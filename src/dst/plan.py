@@ -17,8 +17,8 @@ import attrs
 
 from .faults import FAULT_ACTIONS, FAULTS
 
-# action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name".
-# The workload's actions, then every fault kind's (dst.faults).
+# action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name",
+# "key" (a message as the trace names it: 17.3.0). The workload's actions, then every fault kind's (dst.faults).
 ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "acquire": ("client", {"limit": "name", "slots": "int", "work": "duration", "writes": "count"}),
     "serve": ("client", {}),
@@ -28,7 +28,7 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
 for _kind in FAULTS:
     _who, _args = ACTIONS.get(_kind.action, (_kind.target, {}))
     ACTIONS[_kind.action] = ("client-or-server" if _who != _kind.target else _who,
-                             {**_args, **({_kind.duration_arg: "duration"} if _kind.duration_arg else {})})
+                             {**_args, **dict(_kind.args), **({_kind.duration_arg: "duration"} if _kind.duration_arg else {})})
 ACTIONS = dict(sorted(ACTIONS.items()))
 
 __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "format_duration", "is_client", "make_step", "parse_duration",
@@ -37,6 +37,7 @@ __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "format_duration", "is_client", "
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _CLIENT = re.compile(r"^c[1-9]\d*$")
+_KEY = re.compile(r"^(\d+\.\d+\.\d+r?|bg\d+\.\d+\.\d+)$")
 
 
 def parse_duration(value: object) -> int:
@@ -113,9 +114,10 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
         raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {action!r}")
     who, kinds = ACTIONS[action]
     actor = data.get("actor")
-    if who == "user":
-        if actor != "user":
-            raise ValueError(f"actor: expected 'user' (who submits and cancels runs), got {actor!r}")
+    if who in ("user", "net"):
+        if actor != who:
+            whom = "who submits and cancels runs" if who == "user" else "the network"
+            raise ValueError(f"actor: expected {who!r} ({whom}), got {actor!r}")
     else:
         clients, server = who in ("client", "client-or-server"), who in ("server", "client-or-server")
         if not isinstance(actor, str) or not ((clients and is_client(actor)) or (server and actor == "server")):
@@ -142,6 +144,10 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
                 args[key] = parse_duration(value)
             except ValueError as e:
                 raise ValueError(f"{key}: {e}") from None
+        elif kind == "key":
+            if not isinstance(value, str) or not _KEY.match(value):
+                raise ValueError(f"{key}: expected a message key as the trace writes it, such as '17.3.0', got {value!r}")
+            args[key] = value
         elif kind in ("int", "count"):
             least = 1 if kind == "int" else 0
             if not isinstance(value, int) or isinstance(value, bool) or value < least:

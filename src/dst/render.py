@@ -16,7 +16,8 @@ from .scenario import Scenario
 from .sim.trace import Event, format_event, format_time
 
 _ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",
-                 "drop": "dim red", **{kind.action: kind.style for kind in FAULTS if kind.target == "client"}}
+                 "drop": "dim red", **{kind.action: kind.style for kind in FAULTS if kind.target == "client"},
+                 **{kind.drawn_as: kind.style for kind in FAULTS if kind.pinned}}
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -19,8 +19,8 @@ import attrs
 from .explore.generate import generate_plan
 from .invariants import BY_ID, Ghost, Violation
 from .models import ModelError, name_of
-from .faults import fault_of
-from .plan import Step, is_client
+from .faults import befell, fault_of
+from .plan import Step, is_client, make_step
 from .scenario import Scenario, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
 from .sim.kernel import Kernel
@@ -57,6 +57,7 @@ class RunResult:
     checks: int
     jobs: dict[str, int]
     violation: ViolationReport | None
+    drawn: tuple[Step, ...] = ()  # every fault that befell a message or a round trip, as pinned steps (id 0), by time
 
     @property
     def ok(self) -> bool:
@@ -128,7 +129,9 @@ class Simulation:
         limits = dict(scenario.model.limits)
         self.kernel = kernel = Kernel()
         self.trace: list[Event] = []
-        self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.plan])
+        # The timed steps; pinned faults name a message, not a moment, and are in place from the start.
+        self.timed = tuple(s for s in self.plan if not ((f := fault_of(s)) is not None and f.pinned))
+        self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.timed])
         has_runs = runs.enabled or any(s.action in _RUN_ACTIONS for s in self.plan)
 
         # The model, built fresh against the harness's facts; the ghost learns its views and bounds after.
@@ -161,7 +164,8 @@ class Simulation:
                                          delay=scenario.network.delay, delay_by=scenario.network.delay_by,
                                          trace=self.trace, server=SERVER)
         self.server = ServerHost(kernel, system.service, network, self.trace, ghost, streams.keyed("scheduling"),
-                                 store_latency=scenario.model.store_latency, scheduler=scenario.run.scheduler)
+                                 store_latency=scenario.model.store_latency, scheduler=scenario.run.scheduler,
+                                 slow=scenario.model.store_slow, slow_by=scenario.model.store_slow_by)
         network.attach(SERVER, self.server.receive)
         if system.resource is not None:
             network.attach(RESOURCE, ResourceHost(kernel, system.resource, network, self.trace, ghost).receive)
@@ -180,12 +184,17 @@ class Simulation:
         for name, host in self.clients.items():
             network.attach(name, host.receive)
         self.faults: Counter[str] = Counter()
+        for step in self.plan:
+            fault = fault_of(step)
+            if fault is not None and fault.pinned:
+                self.faults[fault.name] += 1
+                fault.apply(self, step)
 
     def _apply(self, index: int) -> None:
         # Plan steps are chained, one pending at a time, so a long plan does not deepen the event queue.
-        step = self.plan[index]
-        if index + 1 < len(self.plan):
-            self.kernel.at(self.plan[index + 1].at, self._apply, index + 1)
+        step = self.timed[index]
+        if index + 1 < len(self.timed):
+            self.kernel.at(self.timed[index + 1].at, self._apply, index + 1)
         fault = fault_of(step)
         if fault is not None:
             self.faults[fault.name] += 1
@@ -213,8 +222,8 @@ class Simulation:
 
     def _run(self) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
-        if self.plan:
-            kernel.at(self.plan[0].at, self._apply, 0)
+        if self.timed:
+            kernel.at(self.timed[0].at, self._apply, 0)
         self.server.boot()
         violation = None
         try:
@@ -235,7 +244,7 @@ class Simulation:
         result = RunResult(
             scenario=scenario.name, model=scenario.model.impl, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
-            checks=checks, jobs=dict(jobs), violation=violation,
+            checks=checks, jobs=dict(jobs), violation=violation, drawn=tuple(make_step(0, *step[:3], **step[3]) for step in befell(self)),
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).

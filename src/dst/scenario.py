@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import attrs
 
-from .faults import FAULTS
+from .faults import SCHEDULED
 from .invariants import INVARIANT_IDS, RUN_INVARIANTS  # noqa: F401  (RUN_INVARIANTS: re-exported)
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import Step, format_duration, parse_duration, sort_steps, step_from_mapping
@@ -195,6 +195,8 @@ class ModelConfig:
     impl: str = key(DEFAULT_IMPL, NAME)
     limits: tuple[tuple[str, int], ...] = key((("db", 2),), LIMITS)
     store_latency: Range = key((1, 20), RANGE)
+    store_slow: float = key(0.0, PROBABILITY)  # probability that a store round trip is slow ...
+    store_slow_by: Range = key((1_000, 5_000), RANGE)  # ... by this much more: a lock wait, a checkpoint
     options: Any = None
 
     def resolve(self) -> Model[Any]:
@@ -265,8 +267,8 @@ class _Faults:
         return tuple((f.name, getattr(self, f.name)) for f in attrs.fields(type(self)))  # type: ignore[arg-type]
 
 
-# One FaultRate per kind in the fault registry (dst.faults), in its order.
-FaultsConfig: Any = attrs.make_class("FaultsConfig", {kind.name: attrs.field(default=FaultRate()) for kind in FAULTS},
+# One FaultRate per scheduled kind in the fault registry (dst.faults), in its order.
+FaultsConfig: Any = attrs.make_class("FaultsConfig", {kind.name: attrs.field(default=FaultRate()) for kind in SCHEDULED},
                                      bases=(_Faults,), frozen=True)
 FaultsConfig.__module__ = __name__
 

@@ -16,6 +16,11 @@ passes, run until none makes progress:
 5. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
    the uniform scheduler.
 
+Before the passes, the faults the keyed draws made (a lost, duplicated or delayed message, a
+slow store round trip) are written as explicit steps that pin them, and the probabilities that
+made them are set to zero: the run is the same, event for event, but its story is now in its
+steps, and the passes delete the faults it does not need like any other step.
+
 The minimizer changes only what the correct model is correct under whatever its value
 (the plan, capacities, the network's randomness): never timeouts, TTLs or the quiet
 period, which could make a correct model look guilty. Steps keep their ids, so the keyed
@@ -30,6 +35,7 @@ from typing import Callable, Iterable, Iterator, cast
 
 import attrs
 
+from ..faults import fault_of
 from ..plan import ACTIONS, Step, sort_steps
 from ..runner import RunResult, run
 from ..scenario import Scenario
@@ -66,15 +72,22 @@ def _durations(step: Step) -> int:
     return sum(v for k, v in step.args if kinds.get(k) == "duration")  # type: ignore[misc]
 
 
+def _timed(step: Step) -> bool:
+    kind = fault_of(step)
+    return kind is None or not kind.pinned  # a pinned fault names a message; its time is only a label
+
+
 def size(s: Scenario) -> tuple:
     """The fixed order candidates must go down in."""
     steps = s.steps or ()
+    timed = [st for st in steps if _timed(st)]
     clients = {st.actor for st in steps if st.actor.startswith("c")}
     net = s.network
     noise = (net.loss > 0) + (net.duplicate > 0) + (net.delay > 0) + (net.latency[0] != net.latency[1]) \
-        + (s.model.store_latency[0] != s.model.store_latency[1]) + (s.run.scheduler != "uniform")
-    return (len(steps), len(clients), sum(_durations(st) for st in steps), max((st.at for st in steps), default=0),
-            sum(st.at for st in steps), sum(cast(int, st.arg("writes", 0)) + cast(int, st.arg("slots", 0)) for st in steps),
+        + (s.model.store_latency[0] != s.model.store_latency[1]) + (s.model.store_slow > 0) \
+        + (s.run.scheduler != "uniform")
+    return (len(steps), len(clients), sum(_durations(st) for st in steps), max((st.at for st in timed), default=0),
+            sum(st.at for st in timed), sum(cast(int, st.arg("writes", 0)) + cast(int, st.arg("slots", 0)) for st in steps),
             sum(cap for _, cap in s.model.limits), noise, max((int(a[1:]) for a in clients), default=0))
 
 
@@ -132,10 +145,13 @@ class Shrinker:
                     current[index] = candidate
                     if self.consider(self.with_steps(current)):
                         break
-        # Close the gap before each step, moving it and everything after it earlier.
+        # Close the gap before each timed step, moving it and everything after it earlier.
         index = 0
         while index < len(self.best.steps or ()):
             plan = self.best.steps or ()
+            if not _timed(plan[index]):
+                index += 1
+                continue
             gap = plan[index].at - (plan[index - 1].at if index else 0)
             for cut in dict.fromkeys((gap, gap // 2, gap % 1000)):
                 if cut and self.consider(self.with_steps(
@@ -202,7 +218,33 @@ def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
     yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, delay=0.0))
     yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, latency=(sc.network.latency[0],) * 2))
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_latency=(sc.model.store_latency[0],) * 2))
+    yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_slow=0.0))
     yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
+
+
+def _what(step: Step) -> tuple:
+    return step.action, step.arg("message"), step.arg("round_trip")
+
+
+def pin_draws(scenario: Scenario, result: RunResult) -> Scenario:
+    """The same run with the faults its draws made written as steps, and no draw left to make more."""
+    steps = scenario.steps or ()
+    top = max((step.id for step in steps), default=0)
+    have = {_what(step) for step in steps}
+    fresh = [step for step in dict.fromkeys(result.drawn) if _what(step) not in have]
+    pinned = tuple(attrs.evolve(step, id=top + i) for i, step in enumerate(fresh, 1))
+    return attrs.evolve(scenario, steps=sort_steps((scenario.steps or ()) + pinned),
+                        network=attrs.evolve(scenario.network, loss=0.0, duplicate=0.0, delay=0.0),
+                        model=attrs.evolve(scenario.model, store_slow=0.0))
+
+
+def _stamped(scenario: Scenario, result: RunResult) -> Scenario:
+    """Each pinned fault labelled with the time it happened in ``result`` (the shrinking moved the rest)."""
+    when: dict[tuple, int] = {}
+    for step in result.drawn:
+        when.setdefault(_what(step), step.at)
+    return attrs.evolve(scenario, steps=sort_steps(
+        step if _timed(step) else attrs.evolve(step, at=when.get(_what(step), step.at)) for step in scenario.steps or ()))
 
 
 def scripted(scenario: Scenario, plan: tuple[Step, ...]) -> Scenario:
@@ -223,10 +265,15 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: str
     first = run(start, seed)
     if first.violation is None or first.violation.invariant != invariant:
         raise ValueError(f"the run does not violate {invariant}: nothing to minimize")
+    explicit = pin_draws(start, first)
+    again = run(explicit, seed)
+    assert again.digest == first.digest, "pinning the draws' faults changed the run"
+    start, first = explicit, again
     shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock)
     shrinker.best_result = first
     stop = shrinker.shrink()
     best = scripted(shrinker.best, shrinker.best.steps or ())  # fewer clients now: say so in the file
     final = run(best, seed)
+    best = _stamped(best, final)  # labels only: the run is the same
     assert final.digest == (shrinker.best_result or first).digest, "tidying the scenario changed the run"
-    return Shrunk(best, seed, final, len(plan), shrinker.runs + 2, clock() - began, stop)
+    return Shrunk(best, seed, final, len(plan), shrinker.runs + 3, clock() - began, stop)

@@ -30,4 +30,7 @@ def swarm(scenario: Scenario, seed: int) -> Scenario:
     network = attrs.evolve(net, loss=probability(net.loss), duplicate=probability(net.duplicate),
                            delay=probability(net.delay))
     run = attrs.evolve(scenario.run, scheduler=SCHEDULERS[rnd.randrange(len(SCHEDULERS))])
-    return attrs.evolve(scenario, faults=attrs.evolve(scenario.faults, **faults), network=network, run=run)
+    model = attrs.evolve(scenario.model, store_slow=probability(scenario.model.store_slow))  # drawn last: the
+    # draws above are what they were before the store could be slow
+    return attrs.evolve(scenario, faults=attrs.evolve(scenario.faults, **faults), network=network, run=run,
+                        model=model)

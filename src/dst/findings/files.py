@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import attrs
 
 from .. import __version__
-from ..faults import fault_of
+from ..faults import FAULTS, fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
 from ..plan import parse_duration
@@ -74,8 +74,6 @@ def signature(impl: str, bugs: Iterable[str], invariant: str, shape: str) -> str
 
 # --- titles -------------------------------------------------------------------------------------------
 
-_NET = (("duplicated", "with-a-duplicated-message"), ("delayed", "with-a-delayed-message"),
-        ("lost", "with-a-lost-message"))
 
 
 def title(finding_invariant: str, message: str, scenario: Scenario, trace: Iterable[Event]) -> str:
@@ -83,12 +81,10 @@ def title(finding_invariant: str, message: str, scenario: Scenario, trace: Itera
     unit = BY_ID.get(finding_invariant)
     what = unit.titled(message) if unit is not None else finding_invariant
     faults = [kind for kind in map(fault_of, scenario.steps or ()) if kind is not None]
+    seen = {e[2] for e in trace if e[1] in ("net", "server")}  # what the draws did, if the steps do not say
+    faults += [kind for kind in FAULTS if kind.pinned and kind.drawn_as in seen]
     if faults:
         return f"{what}-{min(faults, key=lambda kind: kind.title_rank).title}"
-    kinds = {e[2] for e in trace if e[1] == "net"}
-    for kind, words in _NET:
-        if kind in kinds:
-            return f"{what}-{words}"
     return what
 
 

@@ -24,7 +24,7 @@ from ..sut import CALL, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network, message_key
 from .rng import Keyed
-from .trace import RESPONSE, format_time
+from .trace import BACKGROUND, RESPONSE, format_time
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
@@ -220,12 +220,17 @@ class ClientHost:
 
 
 _RANKS = 1 << 20
-# Background handlers' draws are keyed above every client message key: loop number (boot: 0), tick, index.
-_BACKGROUND = 1 << 62
+_SLOW = 1 << 40  # salts the draw that decides whether a store round trip is slow
 
 
 class ServerHost:
-    """Runs handlers with store latency; restarts; the background loop.
+    """Runs handlers with store latency; restarts and pauses; the background loops.
+
+    A store round trip is slow with probability ``slow`` (drawn per round trip, keyed by the
+    handler and the round trip's number), by a drawn extra latency: a lock wait, a checkpoint.
+    ``pinned`` makes given round trips slow by given amounts whatever the draws say: how a
+    finding states the slow round trips it needs. A pause freezes the process: nothing of it
+    runs until it resumes, requests wait, and it goes on with its memory intact.
 
     Two schedulers decide which ready handler step goes next. ``uniform``: every store round
     trip draws its latency and its rank among same-instant steps. ``pct`` (in the style of
@@ -235,10 +240,12 @@ class ServerHost:
     """
 
     __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
-                 "pct", "ticks", "boots", "serving")
+                 "pct", "ticks", "boots", "serving", "paused_until", "_slow_below", "_slow_lo", "_slow_span", "pinned",
+                 "drawn")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
-                 *, store_latency: tuple[int, int], scheduler: str = "uniform") -> None:
+                 *, store_latency: tuple[int, int], scheduler: str = "uniform", slow: float = 0.0,
+                 slow_by: tuple[int, int] = (0, 0)) -> None:
         self.kernel = kernel
         self.service = service
         self.routes = dict(service.handlers())  # request type -> handler: one lookup per request
@@ -253,6 +260,11 @@ class ServerHost:
         self.ticks: dict[str, int] = {}  # loop -> ticks so far, over every process: a tick's handlers' key space
         self.boots = 0
         self.serving = 0  # requests this process is handling right now
+        self.paused_until = -1
+        self._slow_below = int(slow * (1 << 16))
+        self._slow_lo, self._slow_span = slow_by[0], slow_by[1] - slow_by[0] + 1
+        self.pinned: dict[tuple[int, int], int] = {}  # (handler key, round trip) -> its extra latency
+        self.drawn: list[tuple[int, int, int, int]] = []  # (time, handler key, round trip, ms): every slow round trip
 
     def boot(self) -> None:
         self.up = True
@@ -260,7 +272,7 @@ class ServerHost:
         self.ghost.server_up()
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
         for i, recovery in enumerate(self.service.boot()):
-            self._step([recovery, _BACKGROUND | (self.boots << 24) | i, 0, None, self.epoch])
+            self._step([recovery, BACKGROUND | (self.boots << 24) | i, 0, None, self.epoch])
         for tag, (loop, interval) in enumerate(self.service.loops(), 1):
             self.kernel.after(interval, self._tick, (self.epoch, loop, interval, tag))
 
@@ -269,10 +281,29 @@ class ServerHost:
         """No request is being handled (background loops aside)."""
         return self.serving == 0
 
+    def pause(self, duration: int) -> None:
+        """Freeze the process for ``duration``: it keeps its memory and goes on where it stopped."""
+        now = self.kernel.now
+        until = now + duration
+        self.trace.append((now, "server", "pause", f"until t={format_time(until)}"))
+        if not self.up or until <= self.paused_until:
+            return
+        if self.paused_until <= now:
+            self.ghost.server_down()  # its background loops stop too: liveness windows wait for it
+        self.paused_until = until
+        self.kernel.at(until, self._resume, (self.epoch, until))
+
+    def _resume(self, arg: tuple[int, int]) -> None:
+        epoch, until = arg
+        if epoch == self.epoch and until == self.paused_until:
+            self.trace.append((self.kernel.now, "server", "resume", ""))
+            self.ghost.server_up()
+
     def restart(self, down: int) -> None:
         self.epoch += 1
         self.up = False
         self.serving = 0  # the process's handlers are gone
+        self.paused_until = -1
         self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
         self.service.crash()
         self.ghost.server_down()
@@ -284,6 +315,9 @@ class ServerHost:
             self.boot()
 
     def receive(self, message: tuple) -> None:
+        if self.paused_until > self.kernel.now:
+            self.kernel.at(self.paused_until, self.receive, message)  # frozen: the request waits in the socket
+            return
         payload = message[3]
         if not self.up:
             self.trace.append((self.kernel.now, "server", "drop", ("@: server down", payload)))
@@ -301,6 +335,9 @@ class ServerHost:
         """Run the handler to its next await, then wait one store round trip (or its sleep) before the next step."""
         if task[4] != self.epoch:
             return  # the process that ran this handler is gone
+        if self.paused_until > self.kernel.now:
+            self.kernel.at(self.paused_until, self._step, task)
+            return
         try:
             command = task[0].send(None)
         except StopIteration as stop:
@@ -319,21 +356,38 @@ class ServerHost:
             self.kernel.after(command[1], self._step, task)
             return
         task[2] += 1
+        extra = self._slow(task[1], task[2]) if self._slow_below or self.pinned else 0
         if self.pct:
             p = self.rng.bits(task[1], _RANKS)  # the handler's priority: the same draw for all its steps
             rank = p >> 44 if task[2] <= 1 + (p & 3) else _RANKS - 1
-            self.kernel.after_ranked(self.lo + (rank * self.span >> 20), rank, self._step, task)
+            self.kernel.after_ranked(self.lo + (rank * self.span >> 20) + extra, rank, self._step, task)
             return
         # One draw decides both the round trip's latency and, among steps due at the same instant, the order.
         r = self.rng.bits(task[1], task[2])
-        self.kernel.after_ranked(self.lo + r % self.span, r >> 44, self._step, task)
+        self.kernel.after_ranked(self.lo + r % self.span + extra, r >> 44, self._step, task)
+
+    def _slow(self, key: int, n: int) -> int:
+        """The extra latency of a handler's ``n``-th store round trip (0: none), and its trace event."""
+        extra = self.pinned.get((key, n), 0)
+        if not extra and self._slow_below:
+            r = self.rng.bits(key, n | _SLOW)
+            if (r >> 48) < self._slow_below:
+                extra = self._slow_lo + r % self._slow_span
+        if extra:
+            self.drawn.append((self.kernel.now, key, n, extra))
+            self.trace.append((self.kernel.now, "server", "slow", ("# round trip $ slower by $", key, n,
+                                                                   format_time(extra))))
+        return extra
 
     def _tick(self, arg: tuple[int, str, int, int]) -> None:
         epoch, loop, interval, tag = arg
         if epoch != self.epoch:
             return  # the loop belonged to a process that restarted
+        if self.paused_until > self.kernel.now:
+            self.kernel.at(self.paused_until, self._tick, arg)  # the loop goes on where it stopped
+            return
         tick = self.ticks[loop] = self.ticks.get(loop, 0) + 1
-        base = _BACKGROUND | (tag << 56) | (tick << 24)
+        base = BACKGROUND | (tag << 56) | (tick << 24)
         for i, handler in enumerate(self.service.tick(loop, self.kernel.now)):
             self._step([handler, base | i, 0, None, epoch])
         self.kernel.after(interval, self._tick, arg)

@@ -31,7 +31,7 @@ Message = tuple[str, str, int, object]
 
 class Network:
     __slots__ = ("kernel", "rng", "lo", "span", "loss", "duplicate", "trace", "endpoints", "partitioned", "_server",
-                 "_loss_below", "_duplicate_below", "_delay_below", "_delay_lo", "_delay_span")
+                 "_loss_below", "_duplicate_below", "_delay_below", "_delay_lo", "_delay_span", "pinned", "drawn")
 
     def __init__(self, kernel: Kernel, rng: Keyed, *, latency: tuple[int, int], loss: float, duplicate: float,
                  delay: float, delay_by: tuple[int, int], trace: list, server: str) -> None:
@@ -50,6 +50,11 @@ class Network:
         self.endpoints: dict[str, Callable[[Message], object]] = {}
         self.partitioned: dict[str, int] = {}  # client -> virtual time the partition heals
         self._server = server
+        # Message key -> (lost, extra delay in ms, duplicated): what happens to it whatever the draws say,
+        # which is how a finding states the network faults it needs.
+        self.pinned: dict[int, tuple[bool, int, bool]] = {}
+        # (time, "lose" | "delay" | "duplicate", key, ms): every fault that befell a message, drawn or pinned.
+        self.drawn: list[tuple[int, str, int, int]] = []
 
     def attach(self, name: str, receive: Callable[[Message], object]) -> None:
         self.endpoints[name] = receive
@@ -74,17 +79,37 @@ class Network:
             self.trace.append((kernel.now, "net", "cut", ("$->$ #", src, dst, key)))
             return
         r = self.rng.bits(key)
-        if (r >> 48) < self._loss_below:
+        pinned = self.pinned.get(key) if self.pinned else None
+        if pinned is None:
+            lost = (r >> 48) < self._loss_below
+            extra = self._delay_lo + self.rng.bits(key, 2) % self._delay_span \
+                if ((r >> 32) & 0xFFFF) < self._delay_below else 0
+            twice = ((r >> 16) & 0xFFFF) < self._duplicate_below
+            if lost or extra or twice:
+                self._drew(key, lost, extra, twice)
+        else:
+            lost, extra, twice = pinned
+            self._drew(key, lost, extra, twice)
+        if lost:
             self.trace.append((kernel.now, "net", "lost", ("$->$ #", src, dst, key)))
             return
-        latency = self.lo + r % self.span
-        if ((r >> 32) & 0xFFFF) < self._delay_below:
-            latency += self._delay_lo + self.rng.bits(key, 2) % self._delay_span
+        latency = self.lo + r % self.span + extra
+        if extra:
             self.trace.append((kernel.now, "net", "delayed", ("$->$ # by $", src, dst, key, format_time(latency))))
         kernel.after(latency, self._deliver, message)
-        if ((r >> 16) & 0xFFFF) < self._duplicate_below:
+        if twice:
             self.trace.append((kernel.now, "net", "duplicated", ("$->$ #", src, dst, key)))
             kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
+
+    def _drew(self, key: int, lost: bool, extra: int, twice: bool) -> None:
+        now = self.kernel.now
+        if lost:
+            self.drawn.append((now, "lose", key, 0))
+            return
+        if extra:
+            self.drawn.append((now, "delay", key, extra))
+        if twice:
+            self.drawn.append((now, "duplicate", key, 0))
 
     def _deliver(self, message: Message) -> None:
         if self.partitioned and self.cut(message[0], message[1]):

@@ -24,10 +24,26 @@ def digest(events: Iterable[Event]) -> str:
     return hashlib.blake2b(repr(list(events)).encode(), digest_size=16).hexdigest()
 
 
+BACKGROUND = 1 << 62  # keys of handlers the server starts itself: loop number (boot: 0), tick, index
+
+
 def key_name(key: int) -> str:
-    """``17.3.0`` for step 17's first message of kind 3; ``17.3.0r`` for its response."""
+    """``17.3.0`` for step 17's first message of kind 3; ``17.3.0r`` for its response; ``bg1.4.0`` for the
+    first handler of loop 1's fourth tick (``bg0.2.0``: the second boot's first recovery handler)."""
     base = key & ~RESPONSE
+    if base & BACKGROUND:
+        return f"bg{(base >> 56) & 0x3F}.{(base >> 24) & 0xFFFFFFFF}.{base & 0xFFFFFF}"
     return f"{base >> 20}.{(base >> 12) & 0xFF}.{base & 0xFFF}{'r' if key & RESPONSE else ''}"
+
+
+def parse_key(name: str) -> int:
+    """The key :func:`key_name` wrote as ``name``."""
+    if name.startswith("bg"):
+        tag, tick, index = (int(part) for part in name[2:].split("."))
+        return BACKGROUND | (tag << 56) | (tick << 24) | index
+    response = name.endswith("r")
+    step, kind, n = (int(part) for part in name.rstrip("r").split("."))
+    return (step << 20) | (kind << 12) | n | (RESPONSE if response else 0)
 
 
 def format_detail(detail: Any) -> str:
