@@ -27,7 +27,7 @@ def test_a_fault_kind_is_named_only_by_its_record_and_the_hosts_that_carry_it_ou
 def test_an_invariant_id_is_named_only_by_its_unit_and_the_bugs_that_break_it():
     for unit in INVARIANTS:
         assert _files_naming(rf"[\"']{unit.id}[\"']") <= {"invariants/leases.py", "invariants/runs.py",
-                                                           "reference/bugs.py"}, unit.id
+                                                           "invariants/fencing.py", "reference/bugs.py"}, unit.id
 
 
 def test_a_bug_is_its_record_one_model_file_with_its_wrong_line_and_its_scenario():

@@ -41,11 +41,16 @@ class World:
         self.ghost.watch(enabled, leases=self.view, runs=None,
                          bounds=Bounds(reclaim_within=75_000, write_checks_lease=token_and_lease))
 
-    def acquire(self, lease: int, holder: str, expiry: int = 60_000, slots: int = 1) -> None:
+    def acquire(self, lease: int, holder: str, expiry: int = 60_000, slots: int = 1, token: int | None = None,
+                seat: int = 0) -> None:
+        """Store ``lease``; with a ``token`` it is reported as fencing seat ``db/<seat>``."""
         self.view.counts["db"] += slots
         self.ghost.slots_taken(lease, "db", slots)
         self.view.expiries[lease] = expiry
-        self.ghost.lease_stored(lease, holder, "db")
+        if token is None:
+            self.ghost.lease_stored(lease, holder, "db")
+        else:
+            self.ghost.lease_stored(lease, holder, "db", token, f"db/{seat}")
         self.ghost.settle()
 
     def release(self, lease: int, slots: int = 1, named: int | None = None) -> None:
@@ -290,8 +295,59 @@ def test_a_disabled_invariant_is_not_checked(invariant):
                                   w.ghost.write_accepted("c1", 1, 1, "db/0")),
         "single-executor": lambda: (w.acquire(1, "c1", expiry=10), w.at(10), w.ghost.work_started("c1", 1)),
         "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.quiet_period_over(True)),
+        "unique-tokens": lambda: (w.acquire(1, "c1", expiry=10, token=5), w.at(10), w.release(1),
+                                  w.acquire(2, "c2", token=5)),
+        "exclusive-seats": lambda: (w.acquire(1, "c1", token=1, seat=0), w.view.counts.update(db=0),
+                                    w.ghost.slots_returned(1, "db", 1), w.acquire(2, "c2", token=2, seat=0)),
+        "write-progress": lambda: (w.acquire(1, "c1", token=1), w.ghost.write_refused("c1", 1, 1, "db/0")),
     }
     situations[invariant]()
+
+
+# --- fencing: unique tokens, exclusive seats, write progress -----------------------------------------
+
+def test_unique_tokens_flags_a_token_handed_out_twice():
+    w = World(capacity=2)
+    w.acquire(1, "c1", token=5, seat=0)
+    v = flagged("unique-tokens", lambda: w.acquire(2, "c2", token=5, seat=1))
+    assert "token 5 was handed to L2, and to L1 before it" in v.message
+
+
+def test_unique_tokens_flags_tokens_that_go_back_on_a_seat_and_allows_rising_ones():
+    w = World(capacity=2)
+    w.acquire(1, "c1", expiry=10, token=3, seat=0)
+    w.acquire(2, "c2", token=4, seat=1)  # another seat: its own sequence
+    w.at(10)
+    w.release(1)
+    w.acquire(3, "c3", token=7, seat=0)  # rising on seat 0: fine
+    w.at(100_000)
+    for lease in (2, 3):
+        w.release(lease)
+    v = flagged("unique-tokens", lambda: w.acquire(4, "c1", token=6, seat=0))
+    assert "token 6 for db/0, where token 7 was handed out before" in v.message
+
+
+def test_exclusive_seats_flags_two_recognised_leases_on_one_seat_and_allows_a_takeover():
+    w = World(capacity=2)
+    w.acquire(1, "c1", expiry=10_000, token=1, seat=0)
+    w.at(10_000)
+    w.acquire(2, "c2", expiry=70_000, token=2, seat=0)  # takes over an expired holder's seat: fine
+    # The expired lease is renewed back to life while its successor holds the seat.
+    w.view.expiries[1] = 75_000
+    v = flagged("exclusive-seats", lambda: w.ghost.lease_renewed(1, "db"))
+    assert "L1 and L2 both hold db/0" in v.message
+
+
+def test_write_progress_flags_a_refused_write_of_a_current_holder_only():
+    w = World(capacity=2)
+    w.acquire(1, "c1", expiry=10_000, token=1, seat=0)
+    w.ghost.write_refused("c9", 1, 1, "db/0")  # not the holder: a fine refusal
+    w.at(10_000)
+    w.ghost.write_refused("c1", 1, 1, "db/0")  # expired: a fine refusal
+    w.acquire(2, "c2", token=2, seat=0)
+    w.ghost.write_refused("c2", 2, 1, "db/0")  # not its token: a fine refusal
+    v = flagged("write-progress", lambda: w.ghost.write_refused("c2", 2, 2, "db/0"))
+    assert "refused c2's write to db/0 with token 2" in v.message
 
 
 # --- the runs part: a hand-built run store ------------------------------------------------------------

@@ -90,7 +90,7 @@ class LeaseService(sut.Service):
         await tx.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?)",
                          (lease, req.holder, req.limit, req.slots, expiry, seat))
         tx.report(self.facts.slots_taken, lease, req.limit, req.slots)
-        tx.report(self.facts.lease_stored, lease, req.holder, req.limit)
+        tx.report(self.facts.lease_stored, lease, req.holder, req.limit, token, f"{req.limit}/{seat}")
         return Granted(lease, expiry, token, seat)
 
     async def renew(self, req: Renew) -> Renewed | Refused:
@@ -189,6 +189,7 @@ class FencedTable:
             "INSERT INTO fence VALUES (:seat, :token) ON CONFLICT (seat) DO UPDATE SET token = excluded.token "
             "WHERE excluded.token >= fence.token RETURNING token", {"seat": seat, "token": req.token}).fetchall()
         if not accepted:
+            self.facts.write_refused(req.holder, req.lease, req.token, seat)
             return Refused(f"stale token {req.token}")
         self.facts.write_accepted(req.holder, req.lease, req.token, seat)
         return Done("accepted")

@@ -175,7 +175,10 @@ class Facts(Protocol):
     def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
         """``lease`` is the lease the operation names (None: it names none)."""
 
-    def lease_stored(self, lease: int, holder: str, limit: str) -> None: ...
+    def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
+                     target: str | None = None) -> None:
+        """A lease was stored; ``token`` is the fencing token it was handed and ``target`` what that token
+        fences (give both to have ``unique-tokens``, ``exclusive-seats`` and ``write-progress`` checked)."""
 
     def lease_renewed(self, lease: int, limit: str) -> None: ...
 
@@ -183,6 +186,9 @@ class Facts(Protocol):
 
     def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
         """The resource accepted a write to ``target`` (the thing its fence guards) with ``token``."""
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        """The resource refused a write (report it to have ``write-progress`` checked)."""
 
     def run_state(self, run: int, state: str) -> None:
         """A run entered a state: SCHEDULED, RUNNING, CANCELLING, CANCELLED or COMPLETED."""

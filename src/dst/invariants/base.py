@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 HOOKS = (
     "limit_changed",          # (limit): a step changed a limit's count or its leases (checked at the step's end)
     "foreign_release",        # (lease | None, limit, n, owned): a release gave back more slots than the lease owned
+    "lease_stored",           # (lease, token, target): a lease was stored, handed ``token`` fencing ``target``
+    "lease_renewed",          # (lease): a lease's expiry moved
     "write_accepted",         # (holder, lease, token, target): the resource accepted a write
+    "write_refused",          # (holder, lease, token, target): the resource refused a write
     "work_started",           # (client, handle, other): a client starts protected work (handle: a lease id, or a
                               # RunClaim, with ``other`` the worker already working on that run, if any)
     "work_stopped",           # (client, handle): ... and stops it

@@ -81,6 +81,10 @@ class Ghost:
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
         self._dirty: list[str] = []  # limits touched since the last settle
         self._removed_while_working: list[tuple[str, int]] = []
+        self.token_of: dict[int, int] = {}  # lease -> the token it was handed
+        self.target_of: dict[int, str] = {}  # lease -> what its token fences
+        self.newest_token: dict[str, int] = {}  # target -> the newest token handed out for it
+        self.on_target: dict[str, set[int]] = {}  # target -> the stored leases that hold it
         # Run books.
         self.run_states: dict[int, str] = {}
         self.current_claim: dict[int, int] = {}  # run -> token of its current claim
@@ -137,16 +141,25 @@ class Ghost:
                 self.recognised[limit] -= n
         self._dirty.append(limit)
 
-    def lease_stored(self, lease: int, holder: str, limit: str) -> None:
+    def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
+                     target: str | None = None) -> None:
         self.live[lease] = holder
         self.limit_of.setdefault(lease, limit)
         self.live_owned[self.limit_of[lease]] += self.owned.get(lease, 0)
         self._saw_expiry(lease, limit)
         self._dirty.append(limit)
+        if token is not None and target is not None:
+            for check in self._watchers["lease_stored"]:
+                check(lease, token, target)  # before the books take it: a check compares it with what came before
+            self.token_of[lease], self.target_of[lease] = token, target
+            self.newest_token[target] = max(token, self.newest_token.get(target, token))
+            self.on_target.setdefault(target, set()).add(lease)
 
     def lease_renewed(self, lease: int, limit: str) -> None:
         self._saw_expiry(lease, limit)  # a renewal can make a lease count again
         self._dirty.append(limit)
+        for check in self._watchers["lease_renewed"]:
+            check(lease)
 
     def _saw_expiry(self, lease: int, limit: str) -> None:
         expiry = self.view.expiry(lease) or 0
@@ -158,6 +171,9 @@ class Ghost:
 
     def lease_removed(self, lease: int) -> None:
         holder = self.live.pop(lease, None)
+        target = self.target_of.pop(lease, None)
+        if target is not None:
+            self.on_target[target].discard(lease)  # it holds its target no more
         if holder is None:
             return  # a removal reported twice: the books already have it
         limit = self.limit_of[lease]
@@ -172,6 +188,10 @@ class Ghost:
 
     def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
         for check in self._write_accepted:
+            check(holder, lease, token, target)
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        for check in self._watchers["write_refused"]:
             check(holder, lease, token, target)
 
     # --- dst.sut.Facts: runs ----------------------------------------------------------------

@@ -33,13 +33,20 @@ class FencedResource:
             self._accepted(req)
             return Done("accepted")
         highest = self.highest.get((req.limit, req.seat), 0)
-        if req.token < highest:
-            return Refused(f"stale token {req.token} < {highest}")
+        # wrong (strict-fence): a token equal to the highest accepted is refused too, so a holder's second write
+        # under its own token is turned away (an off-by-one in the fence's comparison)
+        if req.token < highest or (self.bugs.strict_fence and req.token == highest):
+            return self._refused(req, f"stale token {req.token} < {highest}" if req.token < highest
+                                 else f"token {req.token} is not above {highest}")
         if self.valid is not None and not self.valid(req):
-            return Refused("lease not valid")
+            return self._refused(req, "lease not valid")
         self.highest[(req.limit, req.seat)] = req.token
         self._accepted(req)
         return Done("accepted")
+
+    def _refused(self, req: Write, reason: str) -> Refused:
+        self.facts.write_refused(req.holder, req.lease, req.token, f"{req.limit}/{req.seat}")
+        return Refused(reason)
 
     def _accepted(self, req: Write) -> None:
         self.facts.write_accepted(req.holder, req.lease, req.token, f"{req.limit}/{req.seat}")

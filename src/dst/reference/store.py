@@ -116,7 +116,7 @@ class Store:
         table.by_expiry.add((lease.expiry, lease.id))
         table.seats[(lease.limit, lease.seat)] = lease.id
         heappush(table.due, (lease.expiry, lease.id))
-        self.observer.lease_stored(lease.id, lease.holder, lease.limit)
+        self.observer.lease_stored(lease.id, lease.holder, lease.limit, lease.token, f"{lease.limit}/{lease.seat}")
 
     def set_expiry(self, lease: Lease, expiry: int) -> None:
         table = self._leases

@@ -1,0 +1,73 @@
+"""The invariants of fencing: what a token is (a monotonic version the resource compares), and what a
+seat is (the one thing a token fences) (``docs/catalogue.md``). Checked when a model reports each
+lease's token and target, and the writes its resource refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Invariant, invariant
+from .leases import LEASES
+
+
+@invariant
+class UniqueTokens(Invariant):
+    id = "unique-tokens"
+    title = "token-handed-out-twice"
+    statement = ("a fencing token is handed to at most one lease, and the tokens handed out for one target "
+                 "(a seat) grow strictly: a lease id or a counter that restarts is not a token")
+    parts = LEASES
+
+    def __init__(self, ghost: Any) -> None:
+        super().__init__(ghost)
+        self.owner: dict[int, int] = {}  # token -> the lease it was handed to
+
+    def lease_stored(self, lease: int, token: int, target: str) -> None:
+        self.checks += 1
+        first = self.owner.setdefault(token, lease)
+        if first != lease:
+            self.fail(f"token {token} was handed to L{lease}, and to L{first} before it")
+        newest = self.g.newest_token.get(target)
+        if newest is not None and token <= newest:
+            self.fail(f"L{lease} was handed token {token} for {target}, where token {newest} was handed out before")
+
+
+@invariant
+class ExclusiveSeats(Invariant):
+    id = "exclusive-seats"
+    title = "two-leases-on-one-seat"
+    statement = "no two leases the authority recognises hold one target (a seat its fence guards)"
+    parts = LEASES
+
+    def lease_stored(self, lease: int, token: int, target: str) -> None:
+        self._alone(lease, target)
+
+    def lease_renewed(self, lease: int) -> None:
+        target = self.g.target_of.get(lease)
+        if target is not None:
+            self._alone(lease, target)
+
+    def _alone(self, lease: int, target: str) -> None:
+        self.checks += 1
+        g, now = self.g, self.g.kernel.now
+        others = sorted(other for other in g.on_target.get(target, ()) if other != lease
+                        and (g.view.expiry(other) or 0) > now)
+        if others and (g.view.expiry(lease) or 0) > now:
+            self.fail(f"L{lease} and L{others[0]} both hold {target}, and the authority recognises both "
+                      f"({g.lease_state(lease)}; {g.lease_state(others[0])})")
+
+
+@invariant
+class WriteProgress(Invariant):
+    id = "write-progress"
+    title = "current-holders-write-refused"
+    statement = ("the resource accepts a write from a holder whose lease the authority recognises, made with the "
+                 "newest token handed out for its target: work done under a current lease is not lost")
+    parts = LEASES
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        self.checks += 1
+        g = self.g
+        if g.recognised_lease(lease, holder) and g.token_of.get(lease) == token == g.newest_token.get(target):
+            self.fail(f"the resource refused {holder}'s write to {target} with token {token}, the newest handed out "
+                      f"for it, while the authority recognises L{lease} ({g.lease_state(lease)})")
