@@ -222,7 +222,24 @@ def test_missing_scenario_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     missing = tmp_path / "nope.toml"
     code, out, err = run_cli(capsys, "run", "--scenario", str(missing))
     assert code == 2 and out == ""
-    assert err == f"dst: {missing}: no such file\n"
+    assert err == (f"dst: {missing}: no such file (nor the name of a scenario shipped with dst, such as 'default', "
+                   f"'runs' or a bug's slug)\n")
+
+
+def test_a_shipped_scenario_runs_by_its_name(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "--scenario", "double-release", "--seed", "3", "--json")
+    data = json.loads(out)
+    assert code == 1 and data["scenario"] == "double-release" and data["bugs"] == ["double-release"]
+
+
+def test_fuzz_with_no_scenario_takes_the_default_and_the_runs_scenario_in_turns(capsys) -> None:
+    code, out, _ = run_cli(capsys, "fuzz", "--count", "30", "--bug", "no-redelivery", "--no-findings", "--json",
+                           "--workers", "1")
+    report = json.loads(out)
+    assert report["scenario"] == "default + runs" and code == 1
+    [group] = report["signatures"]
+    assert group["invariant"] == "at-least-once" and group["first_seed"] % 2 == 1  # odd seeds run the runs part
+    assert "--scenario runs" in group["reproduce"]
 
 
 def test_large_seed_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,13 +22,13 @@ from typing import Any, NoReturn, Sequence
 import attrs
 
 from . import __version__
-from .explore.fuzz import Outcome, Shard, Tally, campaign, seeds, worker_pool
+from .explore.fuzz import Outcome, Shard, Tally, campaign, pick, seeds, worker_pool
 from .explore.swarm import swarm
 from .findings import FindingError
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration
 from .runner import RunResult, run
-from .scenario import Scenario, ScenarioError, load_scenario
+from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
 from .sim.trace import first_difference, format_event
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -297,8 +297,22 @@ def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None
 
 # --- dst fuzz -------------------------------------------------------------------------------------
 
-def _cmd_fuzz(args: argparse.Namespace) -> int:
+def _campaign_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
+    """What a campaign runs: the scenario given; with none (and the reference model), the embedded default
+    and the embedded ``runs`` scenario in turns, so the first campaign a user runs covers the whole model."""
     scenario = _scenario(args)
+    if args.scenario is not None or args.model is not None:
+        return (scenario,)
+    return scenario, attrs.evolve(load_scenario("runs"), bugs=scenario.bugs)
+
+
+def _scenario_arg(args: argparse.Namespace, scenario: Scenario) -> str | None:
+    """How a command names the scenario a seed ran: the file given, or a shipped scenario's name."""
+    return args.scenario or (None if scenario.source == EMBEDDED else scenario.name)
+
+
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    scenarios = _campaign_scenarios(args)
     if args.seeds:
         first, stop = args.seeds
     elif args.count:
@@ -316,9 +330,9 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     from .render import FuzzProgress
 
     progress = FuzzProgress(_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
-    outcomes = campaign(scenario, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=args.workers,
+    outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=args.workers,
                         deadline=deadline)
-    recorder = None if args.no_findings else _Recorder(args, scenario)
+    recorder = None if args.no_findings else _Recorder(args, scenarios)
     try:
         with progress:
             for outcome in outcomes:
@@ -334,7 +348,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         outcomes.close()
     wall = time.monotonic() - started
 
-    report = _fuzz_report(args, scenario, tally, wall, interrupted, first, stop)
+    report = _fuzz_report(args, scenarios, tally, wall, interrupted, first, stop)
     report["findings"] = [] if recorder is None else recorder.report()
     if args.json:
         print(json.dumps(report, indent=2))
@@ -347,14 +361,14 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
-def _fuzz_report(args: argparse.Namespace, scenario: Scenario, tally: Tally, wall: float, interrupted: bool,
-                 first: int, stop: int | None) -> dict[str, Any]:
+def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tally: Tally, wall: float,
+                 interrupted: bool, first: int, stop: int | None) -> dict[str, Any]:
     bugs = list(args.bug)
     return {
-        "scenario": scenario.name,
-        "source": scenario.source,
-        "model": scenario.model.impl,
-        "bugs": list(scenario.bugs),
+        "scenario": " + ".join(s.name for s in scenarios),
+        "source": " + ".join(s.source for s in scenarios),
+        "model": scenarios[0].model.impl,
+        "bugs": list(scenarios[0].bugs),
         "swarm": args.swarm,
         "seeds": {"first": first, "stop": stop, "shard": None if args.shard is None else f"{args.shard.index}/{args.shard.count}",
                   "last_run": tally.last_seed},
@@ -373,7 +387,8 @@ def _fuzz_report(args: argparse.Namespace, scenario: Scenario, tally: Tally, wal
                 "first_seed": g.first.seed,
                 "message": g.first.message,
                 "time_ms": g.first.time,
-                "reproduce": reproduce_command(g.first.seed, args.scenario, bugs, args.swarm, args.model),
+                "reproduce": reproduce_command(g.first.seed, _scenario_arg(args, pick(scenarios, g.first.seed)), bugs,
+                                               args.swarm, args.model),
             }
             for g in sorted(tally.groups.values(), key=lambda g: g.first.seed)
         ],
@@ -384,9 +399,9 @@ class _Recorder:
     """Minimizes the first K seeds of each new signature as the campaign finds them, and writes the
     smallest as a finding, so an interrupted campaign keeps every finding it made."""
 
-    def __init__(self, args: argparse.Namespace, scenario: Scenario) -> None:
+    def __init__(self, args: argparse.Namespace, scenarios: tuple[Scenario, ...]) -> None:
         self.args = args
-        self.scenario = scenario
+        self.scenarios = scenarios
         self.directory = Path(args.findings)
         self.best: dict[str, Any] = {}  # signature -> smallest Shrunk so far
         self.tried: dict[str, int] = {}
@@ -399,7 +414,7 @@ class _Recorder:
         if self.tried.get(sig, 0) >= self.args.shrink_candidates:
             return
         self.tried[sig] = self.tried.get(sig, 0) + 1
-        shrunk = minimize(self.scenario, outcome.seed, use_swarm=self.args.swarm)
+        shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm)
         if shrunk is None:
             return
         best = self.best.get(sig)
@@ -414,9 +429,10 @@ class _Recorder:
         from .findings import signature
 
         shrunk = self.best[sig]
+        scenario = pick(self.scenarios, shrunk.seed)
         invariant, shape_ = sig.split(": ", 1)
-        origin = {"scenario": self.scenario.source, "seed": shrunk.seed, "swarm": self.args.swarm,
-                  "signature": signature(self.scenario.model.impl, self.scenario.bugs, invariant, shape_)}
+        origin = {"scenario": scenario.source, "seed": shrunk.seed, "swarm": self.args.swarm,
+                  "signature": signature(scenario.model.impl, scenario.bugs, invariant, shape_)}
         self.written[sig] = record(shrunk, self.directory, origin)
 
     def report(self) -> list[dict[str, Any]]:

@@ -420,7 +420,7 @@ def parse_scenario(doc: dict[str, Any], source: str, *, model: str | None = None
     faults = FaultsConfig(**{kind: r.section(t, f"faults.{kind}", FaultRate) for kind in kinds})
 
     return Scenario(
-        name=r.value(doc, "name", "", _text, Path(source).stem if source != EMBEDDED else DEFAULT_NAME),
+        name=r.value(doc, "name", "", _text, Path(source).stem if not source.startswith("<embedded") else DEFAULT_NAME),
         description=r.value(doc, "description", "", _text, ""),
         run=sections["run"], model=model_config, workload=workload, network=sections["network"], faults=faults, runs=runs,
         invariants=r.value(doc, "invariants", "", _names(INVARIANT_IDS, "invariant ids"), INVARIANT_IDS),
@@ -459,17 +459,27 @@ def _steps(r: _Reader, doc: dict[str, Any], limits: dict[str, int], default_limi
     return sort_steps(parsed)
 
 
+def embedded_scenarios() -> tuple[str, ...]:
+    """The names of the scenarios shipped inside the package (``default``, ``runs``, one per catalogue bug)."""
+    folder = resources.files("dst").joinpath("scenarios")
+    return tuple(sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")))
+
+
 def load_scenario(path: str | Path | None = None, *, model: str | None = None) -> Scenario:
-    """Load and validate a scenario file; ``None`` loads the embedded default. ``model`` names the model
-    to run instead of the one the file names (``--model``): see :func:`with_model`."""
-    if path is None:
-        text = resources.files("dst").joinpath("scenarios/default.toml").read_text(encoding="utf-8")
-        return scenario_from_doc(tomllib.loads(text), EMBEDDED, model)
+    """Load and validate a scenario file, or a scenario shipped with dst by its name (``"runs"``,
+    ``"double-release"``); ``None`` loads the embedded default. A file wins over a name. ``model``
+    names the model to run instead of the one the file names (``--model``): see :func:`with_model`."""
+    name = DEFAULT_NAME if path is None else str(path)
+    if path is None or (name in embedded_scenarios() and not Path(path).exists()):
+        text = resources.files("dst").joinpath(f"scenarios/{name}.toml").read_text(encoding="utf-8")
+        return scenario_from_doc(tomllib.loads(text), EMBEDDED if name == DEFAULT_NAME else f"<embedded {name}>",
+                                 model)
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ScenarioError(f"{source}: no such file") from None
+        raise ScenarioError(f"{source}: no such file (nor the name of a scenario shipped with dst, such as "
+                            f"'default', 'runs' or a bug's slug)") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(f"{source}: cannot read the file ({type(e).__name__})") from None
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Callable, Generator, Iterator
+from typing import Callable, Generator, Iterator, Sequence
 
 import attrs
 
@@ -74,24 +74,31 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, initializer=_ignore_interrupts)
 
 
-def _run_chunk(scenario: Scenario, chunk: list[int], use_swarm: bool) -> list[Outcome]:
-    return [run_seed(scenario, seed, use_swarm) for seed in chunk]
+def pick(scenarios: tuple[Scenario, ...], seed: int) -> Scenario:
+    """The scenario a seed runs in a campaign over several: they take turns, seed by seed."""
+    return scenarios[seed % len(scenarios)]
 
 
-def campaign(scenario: Scenario, seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
+def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: bool) -> list[Outcome]:
+    return [run_seed(pick(scenarios, seed), seed, use_swarm) for seed in chunk]
+
+
+def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
              deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
              executor: ProcessPoolExecutor | None = None) -> Generator[Outcome, None, None]:
-    """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``.
+    """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
+    scenarios, seed ``s`` runs ``pick(scenarios, s)``.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,
     or one made here), with a window of chunks in flight. Closing the iterator (or Ctrl-C) stops
     promptly: chunks not started are cancelled.
     """
+    scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
     if workers <= 1:
         for seed in seed_iter:
             if deadline is not None and clock() >= deadline:
                 return
-            yield run_seed(scenario, seed, use_swarm)
+            yield run_seed(pick(scenarios, seed), seed, use_swarm)
         return
     pool = executor or worker_pool(workers)
     pending: list[Future[list[Outcome]]] = []
@@ -103,7 +110,7 @@ def campaign(scenario: Scenario, seed_iter: Iterator[int], *, use_swarm: bool, w
                 if not chunk:
                     exhausted = True
                     break
-                pending.append(pool.submit(_run_chunk, scenario, chunk, use_swarm))
+                pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm))
             if not pending:
                 return
             yield from pending.pop(0).result()

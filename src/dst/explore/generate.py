@@ -38,6 +38,10 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
                                                  "writes": rnd.randint(*wl.writes)}))
             t += work + pick(rnd, wl.think)
 
+    # Workers serving the runs stream are clients of their own, after the ones that run lease jobs; faults
+    # strike them all alike.
+    runs = scenario.runs
+    clients = wl.clients + (runs.workers if runs.enabled else 0)
     for name, fault in scenario.faults.kinds():
         if fault.rate <= 0:
             continue
@@ -50,13 +54,12 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
                 break
             at = int(clock) - int(clock) % grain
             length = pick(rnd, fault.duration)
-            actor = "server" if kind.target == "server" else f"c{rnd.randint(1, wl.clients)}"
+            actor = "server" if kind.target == "server" else f"c{rnd.randint(1, clients)}"
             raw.append((at, actor, kind.action, {kind.duration_arg: length} if kind.duration_arg else {}))
 
-    runs = scenario.runs
     if runs.enabled:
         # Workers serve the stream from the start, and again after each restart (a new incarnation).
-        workers = {f"c{w}" for w in range(1, runs.workers + 1)}
+        workers = {f"c{w}" for w in range(wl.clients + 1, clients + 1)}
         raw += [(0, w, "serve", {}) for w in sorted(workers)]
         reborn = {kind.action for kind in FAULTS if kind.new_incarnation and kind.target == "client"}
         raw += [(at, actor, "serve", {}) for at, actor, action, _ in list(raw) if action in reborn and actor in workers]
