@@ -196,3 +196,49 @@ def test_a_rare_slow_round_trip_finds_a_double_release_and_the_finding_says_so(t
     steps = shrunk.scenario.steps or ()
     assert len(steps) <= 3 and [s.action for s in steps].count("slow") == 1, [s.describe() for s in steps]
     assert shrunk.scenario.model.store_slow == 0.0  # the slow round trip is a step now, not a probability
+
+
+# --- targeted faults: aimed at a moment the model marks ------------------------------------------------
+
+def test_a_pause_aimed_at_before_write_lands_between_the_check_and_the_write():
+    r = script([job("0s", work="10s", writes=1),
+                {"at": "1s", "actor": "c1", "action": "pause", "for": "90s", "moment": "before-write"},
+                job("70s", "c2", work="5s", writes=1)])
+    c1 = events(r, "c1")
+    aim = next(e for e in c1 if e[2] == "aim")
+    struck = next(e for e in c1 if e[2] == "moment")
+    assert aim[0] == 1_000 and "pause for=90s at its next before-write" in aim[3], show(r)
+    # It struck when the write was produced (10 s of work plus 1 s producing it), not at 1 s.
+    assert struck[0] == 10_025 + 1_000 and struck[3] == "before-write: pause for=90s", show(r)
+    late = [e for e in events(r, "resource") if "from c1" in e[3]]
+    assert late and late[0][0] > 100_000 and "refused stale token" in late[0][3], show(r)
+    assert r.ok
+
+
+def test_a_fault_aimed_at_a_moment_never_reached_never_strikes():
+    r = script([job("0s", work="10s", writes=0),
+                {"at": "1s", "actor": "c1", "action": "crash", "moment": "before-write"}])  # no writes: no such moment
+    assert not events(r, "c1", "crash") and r.jobs == {"done": 1}, show(r)
+
+
+def test_a_restart_aimed_at_a_worker_serves_again_when_it_strikes():
+    r = script([{"at": "0s", "actor": "c2", "action": "serve"},
+                {"at": "0s", "actor": "user", "action": "submit", "run": 1, "work": "10s"},
+                {"at": "0s", "actor": "c2", "action": "restart", "moment": "delivered", "then": "serve"}],
+               runs={"workers": 1}, model={"redelivery_timeout": "30s", "heartbeat_interval": "10s"})
+    c2 = [e[2] for e in events(r, "c2") if e[2] in ("moment", "restart", "job", "job-end")]
+    assert c2[:4] == ["job", "moment", "restart", "job"], show(r)  # struck at delivery, then served again
+    assert r.ok, show(r)
+
+
+def test_targeted_faults_are_generated_only_where_the_scenario_asks_and_aim_at_the_models_moments():
+    from dst.explore.generate import generate_plan
+    from dst.reference import model
+    from dst.scenario import load_scenario, parse_scenario
+    from dst.sim.rng import Streams
+
+    untargeted = generate_plan(load_scenario(), Streams(4))
+    assert not [s for s in untargeted if s.arg("moment")]
+    aimed = parse_scenario({"faults": {"pause": {"rate": 2.0, "duration": ["1s", "9s"], "targeted": 1.0}}}, "<t>")
+    moments = {s.arg("moment") for s in generate_plan(aimed, Streams(4)) if s.action == "pause"}
+    assert moments and moments <= set(model.client_moments)

@@ -30,7 +30,11 @@ def _crash(sim: Any, step: Any) -> None:
 
 
 def _restart(sim: Any, step: Any) -> None:
-    sim.clients[step.actor].restart()
+    host = sim.clients[step.actor]
+    host.restart()
+    then = step.arg("then")
+    if then is not None:  # the new incarnation's first job (a worker serves again), keyed by this step
+        host.submit(attrs.evolve(step, action=then, args=()))
 
 
 def _pause(sim: Any, step: Any) -> None:
@@ -90,8 +94,9 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("crash", "crash", "client", None, _crash,
               "a client dies for good; its later steps are skipped", "after-a-crash", 4, "bold red"),
     FaultKind("restart", "restart", "client", None, _restart,
-              "a client dies and a new incarnation starts with no memory of the old one's leases",
-              "after-a-client-restart", 5, "red", new_incarnation=True),
+              "a client dies and a new incarnation starts with no memory of the old one's leases (and, with "
+              "`then`, starts that job: a worker serves again)", "after-a-client-restart", 5, "red",
+              new_incarnation=True, args=(("then", "name"),)),
     FaultKind("pause", "pause", "client", "for", _pause,
               "a client is frozen; whatever would wake it waits until it resumes, and it continues where it "
               "stopped (a work slice cut by the pause is reported to the job, which checks its lease before "

@@ -28,7 +28,8 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
 for _kind in FAULTS:
     _who, _args = ACTIONS.get(_kind.action, (_kind.target, {}))
     ACTIONS[_kind.action] = ("client-or-server" if _who != _kind.target else _who,
-                             {**_args, **dict(_kind.args), **({_kind.duration_arg: "duration"} if _kind.duration_arg else {})})
+                             {**_args, **dict(_kind.args), **({_kind.duration_arg: "duration"} if _kind.duration_arg else {}),
+                              **({} if _kind.pinned else {"moment": "name"})})  # a scheduled fault can be aimed
 ACTIONS = dict(sorted(ACTIONS.items()))
 
 __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "format_duration", "is_client", "make_step", "parse_duration",

@@ -198,7 +198,15 @@ class Simulation:
         fault = fault_of(step)
         if fault is not None:
             self.faults[fault.name] += 1
-            fault.apply(self, step)
+            aim = cast(str | None, step.arg("moment"))
+            if aim is None:
+                fault.apply(self, step)
+                return
+            # Targeted: armed now, it strikes at the actor's next moment of that name.
+            host = self.server if step.actor == SERVER else self.clients[step.actor]
+            what = step.describe().split(" ", 2)[2].replace(f" moment={aim}", "")
+            self.trace.append((self.kernel.now, step.actor, "aim", f"{what} at its next {aim}"))
+            host.targets.arm(aim, what, lambda: fault.apply(self, step))
             return
         if step.actor == "user":
             run_id, work = cast(int, step.arg("run")), cast(int, step.arg("work", 0))

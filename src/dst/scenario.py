@@ -255,10 +255,12 @@ class RunsConfig:
 
 @attrs.frozen
 class FaultRate:
-    """A fault kind: expected occurrences per virtual minute, and how long each lasts."""
+    """A fault kind: expected occurrences per virtual minute, how long each lasts, and the fraction aimed
+    at a sensitive moment the model marks (the rest strike whenever they fall)."""
 
     rate: float = key(0.0, RATE)
     duration: Range = key((0, 0), RANGE)
+    targeted: float = key(0.0, PROBABILITY)
 
 
 class _Faults:

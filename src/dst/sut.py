@@ -35,7 +35,7 @@ import attrs
 
 __all__ = [
     "SERVER", "RESOURCE", "Clock", "format_time",
-    "store_step", "sleep", "call", "work",
+    "store_step", "sleep", "call", "work", "moment",
     "message", "Submit", "Cancel", "RunClaim",
     "Facts", "LeaseView", "RunView", "ClaimView", "Bounds",
     "Service", "Resource", "Order", "Job", "Handler", "System",
@@ -74,6 +74,7 @@ STEP = None  # a store round trip (a bare yield, the cheapest thing to hand up)
 SLEEP = 0  # (SLEEP, ms)
 CALL = 1  # (CALL, destination, request)
 WORK = 2  # (WORK, handle, ms)
+MOMENT = 3  # (MOMENT, name)
 
 
 @types.coroutine
@@ -95,6 +96,14 @@ def call(destination: str, request: Any) -> Generator[tuple[int, str, Any], Any,
     """Send ``request`` to ``destination`` (:data:`SERVER` or :data:`RESOURCE`) and wait for the
     response; None when none came within the scenario's request timeout. Clients only."""
     return (yield (CALL, destination, request))
+
+
+@types.coroutine
+def moment(name: str) -> Generator[tuple[int, str], None, None]:
+    """Mark a sensitive moment (just after a grant, just before a fenced write, between a read and its
+    write): a targeted fault aimed at it strikes here, so a pause lands where it matters instead of
+    anywhere. Declare the names in :class:`Model`. Costs nothing, and takes no time, when no fault is aimed."""
+    yield (MOMENT, name)
 
 
 @types.coroutine
@@ -372,4 +381,6 @@ class Model(Generic[O]):
     bugs: tuple[Bug, ...] = ()
     scenarios: str | None = None
     description: str = ""
+    client_moments: tuple[str, ...] = ()  # the moments its client programs mark (targeted faults aim at them)
+    server_moments: tuple[str, ...] = ()  # ... and its handlers
 

@@ -42,6 +42,8 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
     # strike them all alike.
     runs = scenario.runs
     clients = wl.clients + (runs.workers if runs.enabled else 0)
+    model = scenario.model.resolve()
+    moments = {"client": model.client_moments, "server": model.server_moments}
     for name, fault in scenario.faults.kinds():
         if fault.rate <= 0:
             continue
@@ -55,14 +57,20 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
             at = int(clock) - int(clock) % grain
             length = pick(rnd, fault.duration)
             actor = "server" if kind.target == "server" else f"c{rnd.randint(1, clients)}"
-            raw.append((at, actor, kind.action, {kind.duration_arg: length} if kind.duration_arg else {}))
+            args: dict[str, object] = {kind.duration_arg: length} if kind.duration_arg else {}
+            aims = moments[kind.target]
+            if fault.targeted > 0 and aims and rnd.random() < fault.targeted:
+                args["moment"] = aims[rnd.randrange(len(aims))]  # aimed at the actor's next such moment
+            raw.append((at, actor, kind.action, args))
 
     if runs.enabled:
         # Workers serve the stream from the start, and again after each restart (a new incarnation).
         workers = {f"c{w}" for w in range(wl.clients + 1, clients + 1)}
         raw += [(0, w, "serve", {}) for w in sorted(workers)]
         reborn = {kind.action for kind in FAULTS if kind.new_incarnation and kind.target == "client"}
-        raw += [(at, actor, "serve", {}) for at, actor, action, _ in list(raw) if action in reborn and actor in workers]
+        for _, actor, action, args in raw:
+            if action in reborn and actor in workers:
+                args["then"] = "serve"  # the new incarnation serves again, whenever the restart strikes
         rnd = streams.sequence("workload", "runs")
         drawn = []
         for _ in range(runs.submissions):

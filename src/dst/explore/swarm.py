@@ -22,6 +22,9 @@ def swarm(scenario: Scenario, seed: int) -> Scenario:
     for kind, fault in scenario.faults.kinds():
         on = fault.rate > 0 and rnd.random() < 0.6
         faults[kind] = attrs.evolve(fault, rate=fault.rate * 2 ** rnd.uniform(-2, 2) if on else 0.0)
+        if fault.targeted > 0:  # drawn only where it is set, so the draws of other scenarios stay as they were
+            faults[kind] = attrs.evolve(faults[kind], targeted=rnd.choice((0.0, fault.targeted / 2, fault.targeted,
+                                                                             min(1.0, fault.targeted * 2))))
     net = scenario.network
 
     def probability(p: float) -> float:

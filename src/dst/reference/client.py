@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ..sut import RESOURCE, SERVER, Clock, Env, Job, Order, call, sleep, work
+from ..sut import RESOURCE, SERVER, Clock, Env, Job, Order, call, moment, sleep, work
 from .bugs import Bugs
 from .protocol import Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Release, Renew, Renewed, Write
 
@@ -82,6 +82,7 @@ class LeaseClient:
                 return "gave up acquiring"
             await sleep(response.retry_after if isinstance(response, Denied) else 1_000)
         lease, token, seat = response.lease, response.token, response.seat
+        await moment("granted")
         renew_every = int(cfg.ttl * cfg.renew_fraction)
         deadline, renew_at = sent + cfg.ttl, sent + renew_every
 
@@ -92,6 +93,7 @@ class LeaseClient:
             while left > 0:
                 if clock.now >= renew_at:
                     # Renewal is the authority's word on the lease, so a holder that wakes late asks it first.
+                    await moment("before-renew")
                     response, sent = await ask(clock, Renew(lease, self.name), cfg.renew_attempts)
                     if isinstance(response, Renewed):
                         deadline, renew_at = sent + cfg.ttl, sent + renew_every
@@ -118,10 +120,12 @@ class LeaseClient:
                 # Producing the write takes time after the check: a pause here sends it late, and
                 # only the resource's fencing can stop it (Kleppmann's GC-pause timeline).
                 await sleep(cfg.write_time)
+                await moment("before-write")
                 response = await call(RESOURCE, Write(token, lease, self.name, limit, seat))
                 if not isinstance(response, Done):
                     outcome = "write not accepted"
                     break
+        await moment("before-release")
         await self._release(lease, limit, slots, seat)
         return outcome
 

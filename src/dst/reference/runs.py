@@ -29,7 +29,7 @@ from typing import Any, Callable, Coroutine, Protocol
 
 import attrs
 
-from ..sut import Cancel, Clock, Facts, RunClaim, Submit, message, sleep, store_step, work
+from ..sut import Cancel, Clock, Facts, RunClaim, Submit, message, moment, sleep, store_step, work
 from .bugs import Bugs
 from .client import ask
 from .protocol import Done, Refused
@@ -335,6 +335,7 @@ class Worker:
         while True:
             response, sent = await ask(self.clock, Read(self.consumer), self.attempts)
             if isinstance(response, Delivery):
+                await moment("delivered")
                 await self._process(response, sent)
             elif isinstance(response, Empty) and response.unfinished == 0 and self.clock.now >= self.shift_end:
                 return "drained"
@@ -366,4 +367,5 @@ class Worker:
         if clock.now >= deadline:
             return
         await sleep(self.write_time)  # producing the result: a pause here acks late
+        await moment("before-ack")
         await ask(clock, Ack(run, token), self.attempts)

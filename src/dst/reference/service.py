@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Coroutine
 
-from ..sut import Clock, store_step
+from ..sut import Clock, moment, store_step
 from .bugs import Bugs
 from .protocol import (Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Refused, Release, Renew,
                        Renewed)
@@ -58,6 +58,7 @@ class LeaseService:
             await store_step()  # wrong: the capacity check used a read from an earlier transaction (Prefect #20520)
         if in_use + req.slots > self.limits[req.limit]:
             return Denied(self.retry_after)
+        await moment("checked")  # the capacity check is done; the increment follows
         now = self.clock.now
         lease = Lease(store.new_lease_id(), req.holder, req.limit, req.slots, now + self.ttl,
                       store.next_fence(), store.free_seat(req.limit, now))
@@ -91,6 +92,7 @@ class LeaseService:
                 store.return_slots(req.limit, req.slots, req.lease)
                 return Done("released (fallback)")
             return Refused("no such lease")
+        await moment("checked")  # the lease was read; its revoke follows
         if not await self._revoke(lease):
             return Refused("no such lease")
         return Done("released")

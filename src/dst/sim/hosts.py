@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from ..sut import CALL, SLEEP, WORK, Handler
+from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network, message_key
 from .rng import Keyed
@@ -29,7 +29,22 @@ from .trace import BACKGROUND, RESPONSE, format_time
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
 # the slice not done (nonzero when a pause cut it). A handler hands the server None (a store round
-# trip) or (SLEEP, ms).
+# trip) or (SLEEP, ms). Both may hand up (MOMENT, name): a targeted fault armed for that moment strikes there.
+
+
+class Targets:
+    """Faults armed for an actor's next sensitive moment: moment name -> (what it does, how to do it)."""
+
+    __slots__ = ("armed",)
+
+    def __init__(self) -> None:
+        self.armed: dict[str, tuple[str, Callable[[], None]]] = {}
+
+    def arm(self, moment: str, what: str, fire: Callable[[], None]) -> None:
+        self.armed.setdefault(moment, (what, fire))  # one armed fault per moment: a second waits for none
+
+    def take(self, moment: str) -> tuple[str, Callable[[], None]] | None:
+        return self.armed.pop(moment, None) if self.armed else None
 
 _NOTHING = object()
 
@@ -38,7 +53,7 @@ class ClientHost:
     __slots__ = (
         "name", "kernel", "network", "trace", "ghost", "make_job", "timeout",
         "alive", "incarnation", "jobs", "job", "job_step", "sent", "wait", "pending",
-        "working", "work_end", "paused_until", "stash",
+        "working", "work_end", "paused_until", "stash", "targets",
     )
 
     def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
@@ -62,6 +77,7 @@ class ClientHost:
         self.work_end = 0
         self.paused_until = -1
         self.stash: object = _NOTHING  # the wake-up that arrived while paused
+        self.targets = Targets()
 
     # --- state a harness reads ------------------------------------------------------------
 
@@ -201,6 +217,18 @@ class ClientHost:
             kernel.after(self.timeout, self._wake, (self.wait, None))
         elif op == SLEEP:
             kernel.after(command[1], self._wake, (self.wait, None))
+        elif op == MOMENT:
+            armed = self.targets.take(command[1])
+            if armed is None:
+                self._advance(None)  # nothing aimed here: the job goes straight on
+                return
+            self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
+            armed[1]()
+            if self.alive and self.job is not None:
+                if self.paused:
+                    self.stash = None  # the job goes on from here when the pause ends
+                else:
+                    self._advance(None)
         else:
             raise ValueError(f"{self.name}: unknown command {command!r}")
 
@@ -241,7 +269,7 @@ class ServerHost:
 
     __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
                  "pct", "ticks", "boots", "serving", "paused_until", "_slow_below", "_slow_lo", "_slow_span", "pinned",
-                 "drawn")
+                 "drawn", "targets")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
                  *, store_latency: tuple[int, int], scheduler: str = "uniform", slow: float = 0.0,
@@ -265,6 +293,7 @@ class ServerHost:
         self._slow_lo, self._slow_span = slow_by[0], slow_by[1] - slow_by[0] + 1
         self.pinned: dict[tuple[int, int], int] = {}  # (handler key, round trip) -> its extra latency
         self.drawn: list[tuple[int, int, int, int]] = []  # (time, handler key, round trip, ms): every slow round trip
+        self.targets = Targets()
 
     def boot(self) -> None:
         self.up = True
@@ -340,6 +369,15 @@ class ServerHost:
             return
         try:
             command = task[0].send(None)
+            while command is not None and command[0] == MOMENT:
+                armed = self.targets.take(command[1])
+                if armed is not None:
+                    self.trace.append((self.kernel.now, "server", "moment", f"{command[1]}: {armed[0]}"))
+                    armed[1]()
+                    if task[4] != self.epoch or self.paused_until > self.kernel.now:
+                        self.kernel.at(max(self.paused_until, self.kernel.now), self._step, task)
+                        return  # struck down or frozen at the moment: it goes on (or not) from here
+                command = task[0].send(None)
         except StopIteration as stop:
             response = stop.value
             self.ghost.settle()
