@@ -39,7 +39,7 @@ def test_every_flag_in_the_readme_exists():
     ("dst: bad.toml: model.ttl: expected a duration above zero, got '0s'", '[model]\nttl = "0s"\n'),
     ("dst: bad.toml: faults.pause.rate: expected a non-negative number of faults per virtual minute, got -1",
      "[faults]\npause = { rate = -1 }\n"),
-    ("dst: bad.toml: steps[1].action: expected one of acquire, cancel, crash, delay, duplicate, lose, partition, pause, restart, serve, slow, submit, got 'jump'",
+    ("dst: bad.toml: steps[1].action: expected one of acquire, cancel, clock-skew, crash, delay, duplicate, lose, partition, pause, restart, serve, slow, submit, got 'jump'",
      'steps = [{ at = "0s", actor = "c1", action = "acquire" }, { at = "1s", actor = "c1", action = "jump" }]\n'),
 ])
 def test_the_error_lines_in_docs_are_what_dst_prints(line, toml, tmp_path, monkeypatch, capsys):

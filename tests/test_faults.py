@@ -242,3 +242,17 @@ def test_targeted_faults_are_generated_only_where_the_scenario_asks_and_aim_at_t
     aimed = parse_scenario({"faults": {"pause": {"rate": 2.0, "duration": ["1s", "9s"], "targeted": 1.0}}}, "<t>")
     moments = {s.arg("moment") for s in generate_plan(aimed, Streams(4)) if s.action == "pause"}
     assert moments and moments <= set(model.client_moments)
+
+
+def test_a_skewed_wall_clock_does_not_move_the_correct_client_which_times_its_lease_monotonically():
+    skew = {"at": "10s", "actor": "c1", "action": "clock-skew", "by": "30s"}
+    plain, skewed = script([job("0s", work="100s", writes=1)]), script([job("0s", work="100s", writes=1), skew])
+    assert "wall clock set back to t=-20s" in events(skewed, "c1", "clock-skew")[0][3], show(skewed)
+    same = lambda r: [e for e in r.trace if e[2] != "clock-skew"]  # noqa: E731
+    assert same(skewed) == same(plain) and skewed.ok
+
+
+def test_a_client_that_trusts_its_wall_clock_works_without_a_lease_once_it_is_set_back():
+    skew = {"at": "10s", "actor": "c1", "action": "clock-skew", "by": "30s"}
+    r = script([job("0s", work="100s", writes=1), skew], bugs=["trusts-client-clock"])
+    assert r.violation is not None and r.violation.invariant == "single-executor", show(r)

@@ -344,7 +344,7 @@ MALFORMED = [
     pytest.param('[network]\nlatency = ["50ms", "1ms"]\n', "network.latency", "low <= high", id="latency-reversed"),
     # [faults]
     pytest.param("[faults]\nmeteor = { rate = 1 }\n", "faults.meteor",
-                 "one of the keys crash, restart, pause, partition, server_restart", id="faults-unknown-kind"),
+                 "one of the keys crash, restart, pause, partition, clock_skew, server_restart, server_pause", id="faults-unknown-kind"),
     pytest.param('[faults]\npause = { rate = 1, length = "1s" }\n', "faults.pause.length",
                  "one of the keys rate, duration", id="faults-kind-unknown-key"),
     pytest.param("[faults]\npause = { rate = -1 }\n", "faults.pause.rate",
@@ -370,7 +370,7 @@ MALFORMED = [
     pytest.param(f"steps = [ {STEP_OK}, 1 ]\n", "steps[1]", "expected a table with at, actor and action",
                  id="step-not-table"),
     pytest.param(steps('{ at = "1s", actor = "c1", action = "explode" }'), "steps[1].action",
-                 "expected one of acquire, cancel, crash, delay, duplicate, lose, partition, pause, restart, serve, slow, submit, got 'explode'", id="step-unknown-action"),
+                 "expected one of acquire, cancel, clock-skew, crash, delay, duplicate, lose, partition, pause, restart, serve, slow, submit, got 'explode'", id="step-unknown-action"),
     pytest.param('steps = [{ at = "0s", actor = "c1", action = "lose", message = "1.1.0" }]\n', "steps[0].actor",
                  "expected 'net' (the network), got 'c1'", id="pinned-fault-wrong-actor"),
     pytest.param('steps = [{ at = "0s", actor = "net", action = "duplicate", message = "one" }]\n', "steps[0].message",

@@ -49,6 +49,10 @@ def _partition(sim: Any, step: Any) -> None:
     partitioned[step.actor] = max(partitioned.get(step.actor, 0), until)
 
 
+def _clock_skew(sim: Any, step: Any) -> None:
+    sim.clients[step.actor].skew(step.arg("by"))
+
+
 def _server_restart(sim: Any, step: Any) -> None:
     sim.server.restart(step.arg("down", 0))
 
@@ -104,6 +108,10 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("partition", "partition", "client", "for", _partition,
               "messages between a client and the server are cut (the resource is still reachable)",
               "during-a-partition", 3, "magenta"),
+    FaultKind("clock_skew", "clock-skew", "client", "by", _clock_skew,
+              "a client's wall clock is set back by the duration (an NTP step, a restored VM): a program that times "
+              "its lease on it believes it valid for longer; the server's clock is the authority",
+              "after-a-clock-skew", 6, "yellow"),
     FaultKind("server_restart", "restart", "server", "down", _server_restart,
               "the server loses process memory and every in-flight handler, keeps its durable store, is down for "
               "the duration, and starts its background loops again", "after-a-server-restart", 0, "red"),
@@ -113,14 +121,14 @@ FAULTS: tuple[FaultKind, ...] = (
     # Pinned kinds: `message` names a message as the trace does (17.3.0: step 17's first message of kind 3).
     FaultKind("slow", "slow", "server", "by", _pin_slow,
               "the handler of `message` takes `by` longer over its `round_trip`-th store round trip",
-              "with-a-slow-store-round-trip", 6, "yellow", pinned=True,
+              "with-a-slow-store-round-trip", 7, "yellow", pinned=True,
               args=(("message", "key"), ("round_trip", "int")), drawn_as="slow"),
     FaultKind("duplicate", "duplicate", "net", None, _pin_message(2), "`message` is delivered twice",
-              "with-a-duplicated-message", 7, "magenta", pinned=True, args=(("message", "key"),),
+              "with-a-duplicated-message", 8, "magenta", pinned=True, args=(("message", "key"),),
               drawn_as="duplicated"),
     FaultKind("delay", "delay", "net", "by", _pin_message(1), "`message` takes `by` longer than its latency",
-              "with-a-delayed-message", 8, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed"),
-    FaultKind("lose", "lose", "net", None, _pin_message(0), "`message` is lost", "with-a-lost-message", 9,
+              "with-a-delayed-message", 9, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed"),
+    FaultKind("lose", "lose", "net", None, _pin_message(0), "`message` is lost", "with-a-lost-message", 10,
               "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost"),
 )
 SCHEDULED: tuple[FaultKind, ...] = tuple(kind for kind in FAULTS if not kind.pinned)

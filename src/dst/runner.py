@@ -102,11 +102,12 @@ class RunResult:
 class _Order:
     """A plan step as its client program sees it: a step's missing job arguments take the workload's defaults."""
 
-    __slots__ = ("step", "defaults")
+    __slots__ = ("step", "defaults", "wall_clock")
 
-    def __init__(self, step: Step, defaults: dict[str, object]) -> None:
+    def __init__(self, step: Step, defaults: dict[str, object], wall_clock: Any) -> None:
         self.step = step
         self.defaults = defaults
+        self.wall_clock = wall_clock
 
     @property
     def action(self) -> str:
@@ -132,7 +133,7 @@ class Simulation:
         # The timed steps; pinned faults name a message, not a moment, and are in place from the start.
         self.timed = tuple(s for s in self.plan if not ((f := fault_of(s)) is not None and f.pinned))
         self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.timed])
-        has_runs = runs.enabled or any(s.action in _RUN_ACTIONS for s in self.plan)
+        has_runs = runs.enabled or any(s.action in _RUN_ACTIONS or s.arg("then") in _RUN_ACTIONS for s in self.plan)
 
         # The model, built fresh against the harness's facts; the ghost learns its views and bounds after.
         self.ghost = ghost = Ghost(kernel, limits)
@@ -176,7 +177,7 @@ class Simulation:
                                        "writes": wl.writes[0]}
 
         def job(client: str, incarnation: int, step: Step) -> Any:
-            return system.job(client, incarnation, _Order(step, defaults))
+            return system.job(client, incarnation, _Order(step, defaults, self.clients[client]))
 
         names = {f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)}
         self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, job, wl.request_timeout)
@@ -242,7 +243,7 @@ class Simulation:
             while kernel.now < drain_end and not (self.server.idle and all(c.idle for c in self.clients.values())):
                 kernel.run(min(kernel.now + _DRAIN_POLL, drain_end))
             kernel.run(kernel.now + scenario.run.quiet)
-            serving = {s.actor for s in self.plan if s.action == "serve"}
+            serving = {s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))}
             self.ghost.quiet_period_over(workers_alive=any(self.clients[c].alive for c in serving))
         except Violation as v:
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,

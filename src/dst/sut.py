@@ -291,10 +291,15 @@ class Resource(Protocol):
 
 class Order(Protocol):
     """A plan step that asks a client for a job: ``action`` (``acquire``, ``serve``) and its arguments
-    (``limit``, ``slots``, ``work``, ``writes`` for an acquire)."""
+    (``limit``, ``slots``, ``work``, ``writes`` for an acquire). ``wall_clock`` is the client's own wall
+    clock: a ``clock_skew`` fault sets it back, as an NTP step or a restored VM does. ``env.clock`` is
+    the monotonic time every process shares; the server's clock is the authority."""
 
     @property
     def action(self) -> str: ...
+
+    @property
+    def wall_clock(self) -> Clock: ...
 
     def arg(self, name: str, default: Any = None) -> Any: ...
 

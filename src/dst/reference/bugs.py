@@ -34,6 +34,8 @@ CATALOGUE: tuple[Bug, ...] = (
         "two places disagree on whether a lease with expiry == now is expired"),
     Bug("strict-fence", ("write-progress",), 1,
         "the resource refuses a token equal to the highest it accepted: a holder's second write is lost"),
+    Bug("trusts-client-clock", ("single-executor", "capacity", "exclusive-seats"), 2,
+        "the holder judges its lease by the server's expiry against its own wall clock"),
     # Server-owned deadlines.
     Bug("no-cancelling-deadline", ("bounded-transition",), 4,
         "a run in CANCELLING whose worker died waits forever"),

@@ -55,18 +55,31 @@ def lease_job(env: Env[Any], *, ttl: int, renew_fraction: float = 0.75, renew_at
     def job(client: str, incarnation: int, order: Order) -> Any:
         if order.action != "acquire":
             raise ValueError(f"the lease client runs acquire jobs, not {order.action!r}")
-        return LeaseClient(client, clock, config, flags).job(order.arg("limit"), order.arg("slots"),
-                                                             order.arg("work"), order.arg("writes"))
+        return LeaseClient(client, clock, config, flags, order.wall_clock).job(
+            order.arg("limit"), order.arg("slots"), order.arg("work"), order.arg("writes"))
 
     return job
 
 
 class LeaseClient:
-    def __init__(self, name: str, clock: Clock, config: ClientConfig, bugs: Bugs | None = None) -> None:
+    def __init__(self, name: str, clock: Clock, config: ClientConfig, bugs: Bugs | None = None,
+                 wall_clock: Clock | None = None) -> None:
         self.name = name
         self.clock = clock
         self.config = config
         self.bugs = bugs or Bugs()
+        self.wall_clock = wall_clock or clock
+
+    def _timing(self, sent: int, expiry: int) -> tuple[Clock, int, int]:
+        """The clock the holder times its lease on, and its deadline and renewal point on that clock."""
+        cfg = self.config
+        renew_every = int(cfg.ttl * cfg.renew_fraction)
+        if self.bugs.trusts_client_clock:
+            # wrong: judge the lease by the server's expiry against the client's own wall clock: a clock set
+            # back extends the hold as the holder sees it (a client cannot extend a hold by changing its clock)
+            return self.wall_clock, expiry, expiry - cfg.ttl + renew_every
+        # The local deadline counts from the send on the monotonic clock: the server's expiry is never earlier.
+        return self.clock, sent + cfg.ttl, sent + renew_every
 
     async def job(self, limit: str, slots: int, work_ms: int, writes: int) -> str:
         """One job; returns how it ended (shown in the trace)."""
@@ -83,20 +96,19 @@ class LeaseClient:
             await sleep(response.retry_after if isinstance(response, Denied) else 1_000)
         lease, token, seat = response.lease, response.token, response.seat
         await moment("granted")
-        renew_every = int(cfg.ttl * cfg.renew_fraction)
-        deadline, renew_at = sent + cfg.ttl, sent + renew_every
+        timer, deadline, renew_at = self._timing(sent, response.expiry)
 
         outcome = "done"
         chunks = _split(work_ms, max(writes, 1))
         for chunk in chunks:
             left = chunk
             while left > 0:
-                if clock.now >= renew_at:
+                if timer.now >= renew_at:
                     # Renewal is the authority's word on the lease, so a holder that wakes late asks it first.
                     await moment("before-renew")
                     response, sent = await ask(clock, Renew(lease, self.name), cfg.renew_attempts)
                     if isinstance(response, Renewed):
-                        deadline, renew_at = sent + cfg.ttl, sent + renew_every
+                        timer, deadline, renew_at = self._timing(sent, response.expiry)
                         continue  # a reply that came back late may already be due again
                     if self.bugs.continue_after_lost_renewal:
                         # wrong: keep working after renewal failed (Prefect concurrency/_leases.py:
@@ -105,16 +117,16 @@ class LeaseClient:
                     else:
                         outcome = "renewal failed"
                         break
-                if clock.now >= deadline:
+                if timer.now >= deadline:
                     # Woke from a pause (or a slow renewal) past the local deadline: the lease may be gone.
                     outcome = "lease lost"
                     break
-                piece = min(left, renew_at - clock.now)
+                piece = min(left, renew_at - timer.now)
                 left -= piece - await work(lease, piece)
             if left > 0:
                 break
             if writes:
-                if clock.now >= deadline:
+                if timer.now >= deadline:
                     outcome = "lease lost"
                     break
                 # Producing the write takes time after the check: a pause here sends it late, and

@@ -53,7 +53,7 @@ class ClientHost:
     __slots__ = (
         "name", "kernel", "network", "trace", "ghost", "make_job", "timeout",
         "alive", "incarnation", "jobs", "job", "job_step", "sent", "wait", "pending",
-        "working", "work_end", "paused_until", "stash", "targets",
+        "working", "work_end", "paused_until", "stash", "targets", "wall_offset",
     )
 
     def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
@@ -78,8 +78,21 @@ class ClientHost:
         self.paused_until = -1
         self.stash: object = _NOTHING  # the wake-up that arrived while paused
         self.targets = Targets()
+        self.wall_offset = 0  # how far the client's wall clock is from the shared time (set back: negative)
 
     # --- state a harness reads ------------------------------------------------------------
+
+    @property
+    def now(self) -> int:
+        """The client's wall clock (the host is the ``wall_clock`` its jobs read)."""
+        return self.kernel.now + self.wall_offset
+
+    def skew(self, by: int) -> None:
+        """The client's wall clock is set back by ``by`` (it keeps running from there)."""
+        if self._skip_if_dead("clock skew"):
+            return
+        self.wall_offset -= by
+        self.trace.append((self.kernel.now, self.name, "clock-skew", f"wall clock set back to t={format_time(self.now)}"))
 
     @property
     def paused(self) -> bool:
