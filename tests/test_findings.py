@@ -208,3 +208,20 @@ def test_the_plugin_reports_the_replay_command_and_the_timeline(pytester, shrunk
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*expected to reproduce exactly, but it diverged*", f"*dst replay {path}*",
                                  "*no-foreign-release*"])
+
+
+def test_the_minimizer_writes_one_partition_for_a_run_of_lost_messages():
+    from dst.explore.shrink import Shrinker
+    from dst.scenario import parse_scenario
+
+    lose = [{"id": i, "at": f"{45 + 2 * n}s", "actor": "net", "action": "lose", "message": f"1.2.{n}"}
+            for n, i in enumerate((2, 3, 4))]  # the holder's three renewal tries, all lost
+    s = parse_scenario({"bugs": ["continue-after-lost-renewal"], "model": {"limits": {"db": 1}},
+                        "network": {"loss": 0.0, "duplicate": 0.0, "delay": 0.0}, "workload": {"jobs": 0},
+                        "steps": [{"id": 1, "at": "0s", "actor": "c1", "action": "acquire", "work": "200s", "writes": 0},
+                                  *lose,
+                                  {"id": 5, "at": "80s", "actor": "c2", "action": "acquire", "work": "10s"}]}, "<t>")
+    first = run(s, 1)
+    shrinker = Shrinker(s, 1, first.violation.invariant)  # type: ignore[union-attr]
+    shrinker.merge_faults()
+    assert [st.action for st in shrinker.best.steps or ()] == ["acquire", "partition", "acquire"]

@@ -11,9 +11,10 @@ passes, run until none makes progress:
 
 1. delete chunks of steps, halving the chunk size down to one (adaptive deletion);
 2. delete every step of one client;
-3. shorten durations (to zero, half, whole seconds) and close gaps between steps;
-4. lower counts: renumber clients densely, fewer writes and slots, a smaller capacity;
-5. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
+3. write one fault for several: a partition for the messages a client lost, one pause for its pauses;
+4. shorten durations (to zero, half, whole seconds) and close gaps between steps;
+5. lower counts: renumber clients densely, fewer writes and slots, a smaller capacity;
+6. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
    the uniform scheduler.
 
 Before the passes, the faults the keyed draws made (a lost, duplicated or delayed message, a
@@ -36,7 +37,8 @@ from typing import Callable, Iterable, Iterator, cast
 import attrs
 
 from ..faults import fault_of
-from ..plan import ACTIONS, Step, sort_steps
+from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
+from ..sim.trace import parse_key
 from ..runner import RunResult, run
 from ..scenario import Scenario
 
@@ -181,12 +183,35 @@ class Shrinker:
                     if self.consider(attrs.evolve(self.best, model=attrs.evolve(self.best.model, limits=limits))):
                         break
 
+    def merge_faults(self) -> None:
+        """One fault for several: a partition for the messages a client lost, one pause for a client's pauses."""
+        plan = self.best.steps or ()
+        owner = {step.id: step.actor for step in plan}
+        by_client: dict[str, dict[str, list[Step]]] = {}
+        for step in plan:
+            if step.action == "lose":  # whose message: the actor of the step that sent it (or its request)
+                client = owner.get(parse_key(cast(str, step.arg("message"))) >> 20 & ((1 << 42) - 1), "")
+                if is_client(client):
+                    by_client.setdefault(client, {}).setdefault("lose", []).append(step)
+            elif step.action == "pause" and step.actor != "server" and step.arg("moment") is None:
+                by_client.setdefault(step.actor, {}).setdefault("pause", []).append(step)
+        for client, kinds in sorted(by_client.items()):
+            for action, group in sorted(kinds.items()):
+                if len(group) < 2:
+                    continue
+                start = min(step.at for step in group)
+                end = max(step.at + cast(int, step.arg("for", 1)) for step in group)
+                merged = make_step(min(step.id for step in group), start, client,
+                                   "partition" if action == "lose" else "pause", **{"for": end - start})
+                self.consider(self.with_steps([s for s in self.best.steps or () if s not in group] + [merged]))
+
     def plain_environment(self) -> None:
         for change in _plainer(self.best):
             self.consider(change(self.best))
 
     def shrink(self) -> StopReason:
-        passes = (self.delete_chunks, self.delete_clients, self.shorten, self.lower_counts, self.plain_environment)
+        passes = (self.delete_chunks, self.delete_clients, self.merge_faults, self.shorten, self.lower_counts,
+                  self.plain_environment)
         try:
             while True:
                 before = size(self.best)
