@@ -225,3 +225,11 @@ def test_the_minimizer_writes_one_partition_for_a_run_of_lost_messages():
     shrinker = Shrinker(s, 1, first.violation.invariant)  # type: ignore[union-attr]
     shrinker.merge_faults()
     assert [st.action for st in shrinker.best.steps or ()] == ["acquire", "partition", "acquire"]
+
+
+def test_every_shipped_finding_names_its_faults_as_steps_and_leaves_no_probability_to_make_more():
+    for path in SHIPPED:
+        scenario = read(path).scenario
+        net = scenario.network
+        assert (net.loss, net.duplicate, net.delay, scenario.model.store_slow) == (0.0, 0.0, 0.0, 0.0), path.name
+        assert all(rate.rate == 0 for _, rate in scenario.faults.kinds()), path.name  # a script: its steps are all
