@@ -92,6 +92,7 @@ class FaultKind:
     pinned: bool = False  # a pinned fault: applied before the run, to the message it names (no [faults] key)
     args: tuple[tuple[str, str], ...] = ()  # its other step arguments and their kinds
     drawn_as: str = ""  # the trace event its draws make (pinned kinds): a finding without the step is named by it
+    merges_into: str = ""  # a client's several faults of this kind say what one of that (client) kind says
 
 
 FAULTS: tuple[FaultKind, ...] = (
@@ -104,7 +105,7 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("pause", "pause", "client", "for", _pause,
               "a client is frozen; whatever would wake it waits until it resumes, and it continues where it "
               "stopped (a work slice cut by the pause is reported to the job, which checks its lease before "
-              "working again)", "after-a-pause", 2, "yellow"),
+              "working again)", "after-a-pause", 2, "yellow", merges_into="pause"),
     FaultKind("partition", "partition", "client", "for", _partition,
               "messages between a client and the server are cut (the resource is still reachable)",
               "during-a-partition", 3, "magenta"),
@@ -129,7 +130,7 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("delay", "delay", "net", "by", _pin_message(1), "`message` takes `by` longer than its latency",
               "with-a-delayed-message", 9, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed"),
     FaultKind("lose", "lose", "net", None, _pin_message(0), "`message` is lost", "with-a-lost-message", 10,
-              "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost"),
+              "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost", merges_into="partition"),
 )
 SCHEDULED: tuple[FaultKind, ...] = tuple(kind for kind in FAULTS if not kind.pinned)
 

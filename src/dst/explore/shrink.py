@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Iterator, cast
 
 import attrs
 
-from ..faults import fault_of
+from ..faults import BY_NAME, FAULTS, fault_of
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..sim.trace import parse_key
 from ..runner import RunResult, run
@@ -184,26 +184,30 @@ class Shrinker:
                         break
 
     def merge_faults(self) -> None:
-        """One fault for several: a partition for the messages a client lost, one pause for a client's pauses."""
+        """One fault for several, where the registry says one says it (a partition for the messages a client
+        lost, one pause for its pauses), spanning them all."""
         plan = self.best.steps or ()
         owner = {step.id: step.actor for step in plan}
-        by_client: dict[str, dict[str, list[Step]]] = {}
+        groups: dict[tuple[str, str], list[Step]] = {}
         for step in plan:
-            if step.action == "lose":  # whose message: the actor of the step that sent it (or its request)
-                client = owner.get(parse_key(cast(str, step.arg("message"))) >> 20 & ((1 << 42) - 1), "")
-                if is_client(client):
-                    by_client.setdefault(client, {}).setdefault("lose", []).append(step)
-            elif step.action == "pause" and step.actor != "server" and step.arg("moment") is None:
-                by_client.setdefault(step.actor, {}).setdefault("pause", []).append(step)
-        for client, kinds in sorted(by_client.items()):
-            for action, group in sorted(kinds.items()):
-                if len(group) < 2:
-                    continue
-                start = min(step.at for step in group)
-                end = max(step.at + cast(int, step.arg("for", 1)) for step in group)
-                merged = make_step(min(step.id for step in group), start, client,
-                                   "partition" if action == "lose" else "pause", **{"for": end - start})
-                self.consider(self.with_steps([s for s in self.best.steps or () if s not in group] + [merged]))
+            kind = fault_of(step)
+            if kind is None or not kind.merges_into or step.arg("moment") is not None:
+                continue
+            # Whose fault: the client it struck, or for a message the client of the step that sent it.
+            client = step.actor if kind.target == "client" else \
+                owner.get(parse_key(cast(str, step.arg("message"))) >> 20 & ((1 << 42) - 1), "")
+            if is_client(client):
+                groups.setdefault((client, kind.name), []).append(step)
+        for (client, name), group in sorted(groups.items()):
+            if len(group) < 2:
+                continue
+            kind, into = BY_NAME[name], next(k for k in FAULTS if k.action == BY_NAME[name].merges_into
+                                             and k.target == "client")
+            start = min(step.at for step in group)
+            end = max(step.at + cast(int, step.arg(kind.duration_arg or "", 1)) for step in group)
+            merged = make_step(min(step.id for step in group), start, client, into.action,
+                               **{cast(str, into.duration_arg): end - start})
+            self.consider(self.with_steps([s for s in self.best.steps or () if s not in group] + [merged]))
 
     def plain_environment(self) -> None:
         for change in _plainer(self.best):
