@@ -74,7 +74,7 @@ def _pin_message(effect: int) -> Callable[[Any, Any], None]:
 
 
 def _pin_slow(sim: Any, step: Any) -> None:
-    sim.server.pinned[(parse_key(step.arg("message")), step.arg("round_trip"))] = step.arg("by")
+    sim.server.pin_slow(parse_key(step.arg("message")), step.arg("round_trip"), step.arg("by"))
 
 
 @attrs.frozen
@@ -138,20 +138,21 @@ BY_NAME: dict[str, FaultKind] = {kind.name: kind for kind in FAULTS}
 FAULT_ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(kind.action for kind in FAULTS))
 
 
-def befell(sim: Any) -> list[tuple[int, str, str, dict[str, Any]]]:
-    """Every fault that befell a message or a store round trip in a run (drawn or pinned), as the
-    ``(at, actor, action, args)`` of the pinned steps that would say so."""
+def befell(network_drawn: list[tuple[int, str, int, int]],
+           server_drawn: list[tuple[int, int, int, int]]) -> list[tuple[int, str, str, dict[str, Any]]]:
+    """Every fault that befell a message or a store round trip in a run (drawn or pinned), from what the
+    network and the server recorded, as the ``(at, actor, action, args)`` of the pinned steps that would say so."""
     out = [(at, "net", action, {"message": key_name(key), **({"by": ms} if BY_NAME[action].duration_arg else {})})
-           for at, action, key, ms in sim.network.drawn]
+           for at, action, key, ms in network_drawn]
     out += [(at, "server", "slow", {"message": key_name(key), "round_trip": n, "by": ms})
-            for at, key, n, ms in sim.server.drawn]
+            for at, key, n, ms in server_drawn]
     return sorted(out, key=lambda step: step[0])
+
+
+_BY_STEP: dict[tuple[str, str], FaultKind] = {(kind.action, kind.target): kind for kind in FAULTS}
 
 
 def fault_of(step: Any) -> FaultKind | None:
     """The kind of fault a plan step is (None: it is not a fault)."""
-    target = step.actor if step.actor in ("server", "net") else "client"
-    for kind in FAULTS:
-        if kind.action == step.action and kind.target == target:
-            return kind
-    return None
+    actor = step.actor
+    return _BY_STEP.get((step.action, actor if actor == "server" or actor == "net" else "client"))

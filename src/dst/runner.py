@@ -57,7 +57,8 @@ class RunResult:
     checks: int
     jobs: dict[str, int]
     violation: ViolationReport | None
-    drawn: tuple[Step, ...] = ()  # every fault that befell a message or a round trip, as pinned steps (id 0), by time
+    # What the network and the server recorded of the faults that befell messages and round trips.
+    befell: tuple[list[tuple[int, str, int, int]], list[tuple[int, int, int, int]]] = ([], [])
 
     @property
     def ok(self) -> bool:
@@ -67,6 +68,12 @@ class RunResult:
     def digest(self) -> str:
         """The trace's digest: taken when first asked for (a campaign never asks)."""
         return digest(self.raw_trace)
+
+    @functools.cached_property
+    def drawn(self) -> tuple[Step, ...]:
+        """Every fault that befell a message or a store round trip, as the pinned steps (id 0) that would say
+        so, in time order: made when first read (only the minimizer reads it)."""
+        return tuple(make_step(0, *step[:3], **step[3]) for step in befell(*self.befell))
 
     @functools.cached_property
     def trace(self) -> tuple[tuple[int, str, str, str], ...]:
@@ -248,12 +255,14 @@ class Simulation:
         except Violation as v:
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
                                         tuple(formatted(e) for e in self.trace[-20:]))
-        jobs = Counter(detail.split(": ", 1)[1] for _, _, kind, detail in self.trace if kind == "job-end")
+        jobs: Counter[str] = Counter()
+        for host in self.clients.values():
+            jobs.update(host.ended)
         checks = self.ghost.checks
         result = RunResult(
             scenario=scenario.name, model=scenario.model.impl, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
-            checks=checks, jobs=dict(jobs), violation=violation, drawn=tuple(make_step(0, *step[:3], **step[3]) for step in befell(self)),
+            checks=checks, jobs=dict(jobs), violation=violation, befell=(self.network.drawn, self.server.drawn),
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).

@@ -53,7 +53,7 @@ class ClientHost:
     __slots__ = (
         "name", "kernel", "network", "trace", "ghost", "make_job", "timeout",
         "alive", "incarnation", "jobs", "job", "job_step", "sent", "wait", "pending",
-        "working", "work_end", "paused_until", "stash", "targets", "wall_offset",
+        "working", "work_end", "paused_until", "stash", "targets", "wall_offset", "ended",
     )
 
     def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
@@ -79,6 +79,7 @@ class ClientHost:
         self.stash: object = _NOTHING  # the wake-up that arrived while paused
         self.targets = Targets()
         self.wall_offset = 0  # how far the client's wall clock is from the shared time (set back: negative)
+        self.ended: dict[str, int] = {}  # how its jobs ended -> how many
 
     # --- state a harness reads ------------------------------------------------------------
 
@@ -204,6 +205,7 @@ class ClientHost:
             command = job.send(value)  # type: ignore[union-attr]  # a job is running whenever this is called
         except StopIteration as stop:
             self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
+            self.ended[stop.value] = self.ended.get(stop.value, 0) + 1
             self.job = None
             self.pending = -1
             if self.jobs:
@@ -233,7 +235,7 @@ class ClientHost:
         elif op == MOMENT:
             armed = self.targets.take(command[1])
             if armed is None:
-                self._advance(None)  # nothing aimed here: the job goes straight on
+                self._advance(None)  # nothing aimed at this moment: the job goes straight on
                 return
             self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
             armed[1]()
@@ -282,7 +284,7 @@ class ServerHost:
 
     __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
                  "pct", "ticks", "boots", "serving", "paused_until", "_slow_below", "_slow_lo", "_slow_span", "pinned",
-                 "drawn", "targets")
+                 "drawn", "targets", "_slowing")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
                  *, store_latency: tuple[int, int], scheduler: str = "uniform", slow: float = 0.0,
@@ -305,6 +307,7 @@ class ServerHost:
         self._slow_below = int(slow * (1 << 16))
         self._slow_lo, self._slow_span = slow_by[0], slow_by[1] - slow_by[0] + 1
         self.pinned: dict[tuple[int, int], int] = {}  # (handler key, round trip) -> its extra latency
+        self._slowing = self._slow_below > 0  # can any round trip be slow: one test per round trip when not
         self.drawn: list[tuple[int, int, int, int]] = []  # (time, handler key, round trip, ms): every slow round trip
         self.targets = Targets()
 
@@ -407,7 +410,7 @@ class ServerHost:
             self.kernel.after(command[1], self._step, task)
             return
         task[2] += 1
-        extra = self._slow(task[1], task[2]) if self._slow_below or self.pinned else 0
+        extra = self._slow(task[1], task[2]) if self._slowing else 0
         if self.pct:
             p = self.rng.bits(task[1], _RANKS)  # the handler's priority: the same draw for all its steps
             rank = p >> 44 if task[2] <= 1 + (p & 3) else _RANKS - 1
@@ -416,6 +419,11 @@ class ServerHost:
         # One draw decides both the round trip's latency and, among steps due at the same instant, the order.
         r = self.rng.bits(task[1], task[2])
         self.kernel.after_ranked(self.lo + r % self.span + extra, r >> 44, self._step, task)
+
+    def pin_slow(self, key: int, n: int, ms: int) -> None:
+        """The handler of ``key`` takes ``ms`` longer over its ``n``-th store round trip, whatever the draws say."""
+        self.pinned[(key, n)] = ms
+        self._slowing = True
 
     def _slow(self, key: int, n: int) -> int:
         """The extra latency of a handler's ``n``-th store round trip (0: none), and its trace event."""

@@ -78,38 +78,44 @@ class Network:
         if self.partitioned and self.cut(src, dst):
             self.trace.append((kernel.now, "net", "cut", ("$->$ #", src, dst, key)))
             return
+        if self.pinned and key in self.pinned:
+            self._send_pinned(message)
+            return
         r = self.rng.bits(key)
-        pinned = self.pinned.get(key) if self.pinned else None
-        if pinned is None:
-            lost = (r >> 48) < self._loss_below
-            extra = self._delay_lo + self.rng.bits(key, 2) % self._delay_span \
-                if ((r >> 32) & 0xFFFF) < self._delay_below else 0
-            twice = ((r >> 16) & 0xFFFF) < self._duplicate_below
-            if lost or extra or twice:
-                self._drew(key, lost, extra, twice)
-        else:
-            lost, extra, twice = pinned
-            self._drew(key, lost, extra, twice)
-        if lost:
+        if (r >> 48) < self._loss_below:
+            self.drawn.append((kernel.now, "lose", key, 0))
             self.trace.append((kernel.now, "net", "lost", ("$->$ #", src, dst, key)))
             return
-        latency = self.lo + r % self.span + extra
-        if extra:
+        latency = self.lo + r % self.span
+        if ((r >> 32) & 0xFFFF) < self._delay_below:
+            extra = self._delay_lo + self.rng.bits(key, 2) % self._delay_span
+            self.drawn.append((kernel.now, "delay", key, extra))
+            latency += extra
             self.trace.append((kernel.now, "net", "delayed", ("$->$ # by $", src, dst, key, format_time(latency))))
         kernel.after(latency, self._deliver, message)
-        if twice:
+        if ((r >> 16) & 0xFFFF) < self._duplicate_below:
+            self.drawn.append((kernel.now, "duplicate", key, 0))
             self.trace.append((kernel.now, "net", "duplicated", ("$->$ #", src, dst, key)))
             kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
 
-    def _drew(self, key: int, lost: bool, extra: int, twice: bool) -> None:
-        now = self.kernel.now
+    def _send_pinned(self, message: Message) -> None:
+        """A message whose faults a step pins: the same events the draws would make, whatever they say."""
+        src, dst, key, _ = message
+        kernel = self.kernel
+        lost, extra, twice = self.pinned[key]
         if lost:
-            self.drawn.append((now, "lose", key, 0))
+            self.drawn.append((kernel.now, "lose", key, 0))
+            self.trace.append((kernel.now, "net", "lost", ("$->$ #", src, dst, key)))
             return
+        latency = self.lo + self.rng.bits(key) % self.span + extra
         if extra:
-            self.drawn.append((now, "delay", key, extra))
+            self.drawn.append((kernel.now, "delay", key, extra))
+            self.trace.append((kernel.now, "net", "delayed", ("$->$ # by $", src, dst, key, format_time(latency))))
+        kernel.after(latency, self._deliver, message)
         if twice:
-            self.drawn.append((now, "duplicate", key, 0))
+            self.drawn.append((kernel.now, "duplicate", key, 0))
+            self.trace.append((kernel.now, "net", "duplicated", ("$->$ #", src, dst, key)))
+            kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
 
     def _deliver(self, message: Message) -> None:
         if self.partitioned and self.cut(message[0], message[1]):
