@@ -68,3 +68,27 @@ def test_the_reference_model_uses_only_the_seam():
     for path in sorted((SRC / "dst" / "reference").glob("*.py")):
         outside = {m for m in _dst_imports(path) if not m.startswith("dst.reference") and m != "dst.sut"}
         assert outside == set(), f"{path.name} imports {sorted(outside)}"
+
+
+def test_the_runtime_dependencies_are_what_src_imports():
+    import tomllib
+
+    deps = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {d.split(">")[0].split("=")[0].strip().lower() for d in deps}
+    imported = set()
+    for path in (SRC / "dst").rglob("*.py"):
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if len(words) > 1 and words[0] in ("import", "from"):
+                imported.add(words[1].split(".")[0].lower())
+    assert names == imported & {"attrs", "rich", "sortedcontainers", "hypothesis", "pytest", "mypy"} - {"pytest"}
+
+
+def test_dst_bugs_lists_every_slug_with_its_story(capsys):
+    from dst.cli import main
+    from dst.reference.bugs import CATALOGUE
+
+    assert main(["bugs"]) == 0
+    out = capsys.readouterr().out
+    for bug in CATALOGUE:
+        assert bug.slug in out and bug.story and bug.story[:40] in out.replace("\n", " "), bug.slug

@@ -24,15 +24,25 @@ class Options:
 
 BUGS = (
     sut.Bug("check-then-increment", ("capacity", "slot-accounting"), 2,
-            "the capacity check is a read of its own; the increment follows, unconditionally"),
+            "the capacity check is a read of its own; the increment follows, unconditionally",
+            "Two acquires both SELECT a free slot, then both UPDATE active = active + 1: two holders on a limit "
+            "of 1. The READ COMMITTED check-then-act race (Prefect discussion #20520)."),
     sut.Bug("read-then-delete-release", ("no-foreign-release", "capacity"), 3,
-            "release reads the lease, then deletes and gives back in a second transaction"),
+            "release reads the lease, then deletes and gives back in a second transaction",
+            "A release is delivered twice; both copies SELECT the lease before either DELETEs it, and both "
+            "decrement: another holder's slot is given back. TLA+ ReadPresentRelease."),
     sut.Bug("leases-in-memory", ("slot-accounting", "stranded-slot"), 2,
-            "leases in process memory, slot counts in the database"),
+            "leases in process memory, slot counts in the database",
+            "A acquires; the server restarts: the count in the database says 1, and no lease holds it. "
+            "Prefect's in-memory lease storage (PR #20090)."),
     sut.Bug("reaper-without-recheck", ("single-executor", "capacity"), 4,
-            "the reaper deletes what it read as expired without asking again"),
+            "the reaper deletes what it read as expired without asking again",
+            "The reaper reads A's lease as expired; A's late renewal commits; the reaper deletes the lease by id "
+            "while A works under it. TLA+ StaleReap."),
     sut.Bug("autocommit", ("slot-accounting", "capacity"), 1,
-            "no transactions: each statement commits on its own"),
+            "no transactions: each statement commits on its own",
+            "A acquires: the increment commits, and for one round trip no lease holds the slot it counts; a "
+            "crash there keeps it for good. Prefect #18991."),
 )
 
 

@@ -149,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(handler=_cmd_replay)
 
+    p = sub.add_parser("bugs", help="list the bugs a model can switch on: what each breaks, and its story")
+    p.add_argument("--model", metavar="IMPL", default=DEFAULT_IMPL,
+                   help="whose bugs (default: the reference model, the bug catalogue)")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
+    p.set_defaults(handler=_cmd_bugs)
+
     p = sub.add_parser("selftest", help="prove every bug of a model is found and its correct form is never accused")
     p.add_argument("--model", metavar="IMPL", default=DEFAULT_IMPL,
                    help="whose bugs to hunt: an importable name (default: the reference model, "
@@ -513,6 +519,22 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if bad_input:
         return EXIT_USAGE
     return EXIT_OK if all(v["status"] == REPRODUCES for v in verdicts) else EXIT_VIOLATION
+
+
+# --- dst bugs -------------------------------------------------------------------------------------
+
+def _cmd_bugs(args: argparse.Namespace) -> int:
+    try:
+        bugs = resolve(args.model).bugs
+    except ModelError as e:
+        raise UsageError(f"dst: --model: {e}") from None
+    if args.json:
+        print(json.dumps([attrs.asdict(bug) for bug in bugs], indent=2))
+        return EXIT_OK
+    from .render import render_bugs
+
+    render_bugs(_console(), args.model, bugs)
+    return EXIT_OK
 
 
 # --- dst selftest ---------------------------------------------------------------------------------

@@ -132,6 +132,20 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
                       f"in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)")
 
 
+def render_bugs(console: Console, model: str, bugs: Iterable[Any]) -> None:
+    """Each bug: its slug, what it breaks (the invariant it breaks first leading), what is wrong, its story."""
+    listed = list(bugs)
+    console.print(Text(f"{len(listed)} bugs {model} can switch on (--bug SLUG, or bugs = [...] in a scenario):",
+                       style="bold"))
+    for bug in listed:
+        console.print()
+        console.print(Text(bug.slug, style="bold cyan"), Text(f"breaks {', '.join(bug.breaks)}; "
+                                                              f"its story takes {bug.sketch_steps} steps"))
+        console.print(Text(f"  {bug.summary}"))
+        if bug.story:
+            console.print(Text(f"  {bug.story}", style="dim"))
+
+
 def render_selftest(console: Console, found: list[Any], clean: list[Any],
                     recorded: dict[str, dict[str, Any]] | None = None, model: str = DEFAULT_IMPL) -> None:
     whose = "every catalogue bug" if model == DEFAULT_IMPL else f"every bug of {model}"

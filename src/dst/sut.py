@@ -371,7 +371,8 @@ class Bug:
     slug: str
     breaks: tuple[str, ...]  # the invariants it breaks, the one it breaks first leading
     sketch_steps: int = 0  # plan steps in its minimal reproduction (a minimized finding may take one more)
-    summary: str = ""
+    summary: str = ""  # what is wrong, in a line
+    story: str = ""  # its minimal reproduction, told in a few lines; and where the bug class was seen
 
 
 @attrs.frozen
