@@ -83,3 +83,16 @@ def test_the_docs_link_only_to_files_that_exist():
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text()):
             assert (doc.parent / target).exists(), f"{doc.name} links to {target}"
+
+
+def test_the_fault_table_in_the_docs_gives_the_codes_defaults():
+    from dst.scenario import FaultsConfig, load_scenario, scenario_to_doc
+
+    doc = (ROOT / "docs" / "scenarios.md").read_text()
+    written = scenario_to_doc(load_scenario().__class__())["faults"]  # a scenario that sets no fault
+    for kind, rate in FaultsConfig().kinds():
+        row = re.search(rf"^\| `{kind}` \| `(.*?)` \|", doc, re.M)
+        assert row, kind
+        shown = tomllib.loads(f"x = {row.group(1)}")["x"]
+        assert shown == {k: v for k, v in written[kind].items() if k in shown}, kind
+        assert shown["rate"] == rate.rate == 0 and (rate.duration == (0, 0) or "duration" in shown), kind

@@ -270,7 +270,8 @@ class _Faults:
 
 
 # One FaultRate per scheduled kind in the fault registry (dst.faults), in its order.
-FaultsConfig: Any = attrs.make_class("FaultsConfig", {kind.name: attrs.field(default=FaultRate()) for kind in SCHEDULED},
+FaultsConfig: Any = attrs.make_class("FaultsConfig", {kind.name: attrs.field(default=FaultRate(duration=kind.duration))
+                                                      for kind in SCHEDULED},
                                      bases=(_Faults,), frozen=True)
 FaultsConfig.__module__ = __name__
 
@@ -334,11 +335,13 @@ class _Reader:
         except ValueError as e:
             raise ScenarioError(f"{self.source}: {where}: {e}") from None
 
-    def section(self, doc: dict[str, Any], path: str, cls: type) -> Any:
-        """A config section, every key read by its declared kind."""
+    def section(self, doc: dict[str, Any], path: str, cls: type, defaults: Any = None) -> Any:
+        """A config section, every key read by its declared kind (missing keys from ``defaults``, if given)."""
         fields = attrs.fields(cls)
         t = self.table(doc, path.rsplit(".", 1)[-1], path, tuple(f.name for f in fields))
-        return cls(**{f.name: self.value(t, f.name, path, _kind(f).read, f.default) for f in fields})
+        return cls(**{f.name: self.value(t, f.name, path, _kind(f).read,
+                                         f.default if defaults is None else getattr(defaults, f.name))
+                      for f in fields})
 
     def model(self, doc: dict[str, Any]) -> tuple[ModelConfig, Model[Any]]:
         """[model]: the harness's keys, then the named model's own options, each read by its declared kind."""
@@ -419,7 +422,8 @@ def parse_scenario(doc: dict[str, Any], source: str, *, model: str | None = None
 
     kinds = tuple(f.name for f in attrs.fields(FaultsConfig))
     t = r.table(doc, "faults", "faults", kinds)
-    faults = FaultsConfig(**{kind: r.section(t, f"faults.{kind}", FaultRate) for kind in kinds})
+    blank = FaultsConfig()  # each kind's own defaults (a duration that suits it)
+    faults = FaultsConfig(**{kind: r.section(t, f"faults.{kind}", FaultRate, getattr(blank, kind)) for kind in kinds})
 
     return Scenario(
         name=r.value(doc, "name", "", _text, Path(source).stem if not source.startswith("<embedded") else DEFAULT_NAME),
