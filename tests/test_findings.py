@@ -86,7 +86,7 @@ def test_findings_are_numbered_never_overwritten_and_deduplicated(shrunk, tmp_pa
     assert first.path.name.startswith("008-") and (tmp_path / "007-someone-elses.toml").read_text() == "keep me\n"
     again = record(shrunk, tmp_path, {"seed": 3})
     assert not again.written and again.path == first.path
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["007-someone-elses.toml", first.path.name]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["007-someone-elses.toml", first.path.name]
 
 
 def test_a_finding_keeps_its_number_when_another_writer_took_it(shrunk, tmp_path, monkeypatch):
@@ -233,3 +233,68 @@ def test_every_shipped_finding_names_its_faults_as_steps_and_leaves_no_probabili
         net = scenario.network
         assert (net.loss, net.duplicate, net.delay, scenario.model.store_slow) == (0.0, 0.0, 0.0, 0.0), path.name
         assert all(rate.rate == 0 for _, rate in scenario.faults.kinds()), path.name  # a script: its steps are all
+
+
+# --- findings are never lost or doubled -----------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",))))
+def test_every_string_round_trips_through_a_finding_file(text):
+    import tomllib
+
+    from dst.findings.files import _string
+
+    assert tomllib.loads(f"x = {_string(text)}")["x"] == text
+
+
+def test_a_finding_with_an_emoji_in_every_string_replays_and_is_written_once(tmp_path, shrunk):
+    emoji = 'lease 😀 "quoted" \x7f'
+    scenario = attrs.evolve(shrunk.scenario, name=f"name {emoji}", description=f"why {emoji}")
+    again = attrs.evolve(shrunk, scenario=scenario)
+    origin = {"scenario": f"file {emoji}.toml", "seed": 3, "swarm": True}
+    first, second = record(again, tmp_path, origin), record(again, tmp_path, origin)
+    assert first.written and not second.written and first.path == second.path
+    finding = read(first.path)
+    assert finding.scenario.name == f"name {emoji}" and replay(finding).status == REPRODUCES
+    assert oct(first.path.stat().st_mode & 0o777) == "0o644"
+
+
+def test_two_campaigns_writing_one_folder_at_once_write_each_signature_once(tmp_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "dst", "fuzz", "--scenario", "double-release", "--seeds", "1:12",
+               "--workers", "1", "--findings", str(tmp_path), "--json"]
+    procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [1, 1, 1]
+    signatures = [read(path).signature for path in sorted(tmp_path.glob("*.toml"))]
+    assert signatures and len(signatures) == len(set(signatures))
+
+
+def test_only_regular_finding_files_are_read_and_a_stray_signature_does_not_hide_a_finding(tmp_path, shrunk):
+    import os
+
+    from dst.findings.files import existing
+
+    (tmp_path / "notes.toml").write_text(f'[finding]\nsignature = "{to_finding(shrunk, {}).signature}"\n')
+    os.symlink("/dev/zero", tmp_path / "002-a-link.toml")
+    os.mkfifo(tmp_path / "003-a-fifo.toml")
+    assert existing(tmp_path) == {}  # not read: no hang on the FIFO or the endless file, no stray signature
+    assert record(shrunk, tmp_path, {}).written
+
+
+@pytest.mark.parametrize("setup, expected", [
+    (lambda d: (d / "taken").write_text("a file"), "expected a folder for findings, but it is a file"),
+    (lambda d: (d / "file").write_text("x"), "cannot write findings there (Not a directory)"),
+])
+def test_a_findings_folder_that_cannot_take_a_finding_is_one_line_before_the_campaign(tmp_path, capsys, setup,
+                                                                                        expected):
+    setup(tmp_path)
+    folder = tmp_path / "taken" if "a file" in expected else tmp_path / "file" / "findings"  # under a file
+    code = main(["fuzz", "--scenario", "double-release", "--count", "3", "--findings", str(folder)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and expected in err

@@ -24,7 +24,7 @@ import attrs
 from . import __version__
 from .explore.fuzz import Outcome, Shard, Tally, campaign, pick, seeds, worker_pool
 from .explore.swarm import swarm
-from .findings import FindingError
+from .findings import FindingError, FolderError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration
 from .runner import RunResult, run
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
-    except (ScenarioError, FindingError, ModelError) as e:
+    except (ScenarioError, FindingError, ModelError, FolderError) as e:
         print(f"dst: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -339,6 +339,8 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=args.workers,
                         deadline=deadline)
     recorder = None if args.no_findings else _Recorder(args, scenarios)
+    if recorder is not None:
+        ready(recorder.directory)  # a folder that cannot take a finding is said now, not after the minimizing
     try:
         with progress:
             for outcome in outcomes:
@@ -457,6 +459,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
     from .explore.record import minimize, record
 
     scenario = _scenario(args)
+    ready(Path(args.findings))
     shrunk = minimize(scenario, args.seed, use_swarm=args.swarm, max_runs=args.max_runs, seconds=args.time_budget)
     if shrunk is None:
         print(f"dst shrink: seed {args.seed} violates nothing: nothing to minimize", file=sys.stderr)
@@ -544,6 +547,8 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     from .render import render_selftest
 
     _check_slugs(args.bug, args.model)
+    if args.findings:
+        ready(Path(args.findings))
     slugs = args.bug or [bug.slug for bug in resolve(args.model).bugs]
     if not slugs:
         raise UsageError(f"dst selftest: {args.model} declares no bugs: nothing to hunt")

@@ -12,14 +12,16 @@ with the same signature already exists.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
-import json
 import os
 import re
+import stat
 import tempfile
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import attrs
 
@@ -90,13 +92,31 @@ def title(finding_invariant: str, message: str, scenario: Scenario, trace: Itera
 
 # --- writing ------------------------------------------------------------------------------------------
 
+def _string(text: str) -> str:
+    """``text`` as a TOML basic string: every character as it is but the ones TOML asks to escape (quote,
+    backslash, control characters, DEL). A lone surrogate, which no TOML string can hold, becomes U+FFFD."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\uFFFD")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
 def _value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a valid TOML basic string
+        return _string(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, dict):
@@ -105,11 +125,11 @@ def _value(v: Any) -> str:
 
 
 def _bare(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _string(key)
 
 
 def _lines(prints: tuple[str, ...], per_line: int = 10) -> str:
-    rows = [", ".join(json.dumps(p) for p in prints[i:i + per_line]) for i in range(0, len(prints), per_line)]
+    rows = [", ".join(_string(p) for p in prints[i:i + per_line]) for i in range(0, len(prints), per_line)]
     return "[\n" + "".join(f"  {row},\n" for row in rows) + "]"
 
 
@@ -141,13 +161,31 @@ def render(finding: Finding, number: int) -> str:
     return "\n".join(out) + "\n"
 
 
+_MAX_BYTES = 1 << 20  # a finding is a few kilobytes: a larger file in the folder is not one
+
+
+def _finding_files(directory: Path) -> list[Path]:
+    """The folder's finding files: regular files (not links, not FIFOs) named ``NNN-*.toml``, in order."""
+    files = []
+    for path in sorted(directory.iterdir()):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if _NAME.match(path.name) and stat.S_ISREG(info.st_mode) and info.st_size <= _MAX_BYTES:
+            files.append(path)
+    return files
+
+
 def existing(directory: Path) -> dict[str, Path]:
-    """Signatures of the findings already in ``directory`` (unreadable files are skipped here)."""
+    """Signatures of the findings already in ``directory`` (a file that is not a finding is skipped)."""
     found: dict[str, Path] = {}
-    for path in sorted(directory.glob("*.toml")):
+    for path in _finding_files(directory):
         try:
             meta = tomllib.loads(path.read_text(encoding="utf-8")).get("finding", {})
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
+            continue
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             continue
         if isinstance(meta.get("signature"), str):
             found.setdefault(meta["signature"], path)
@@ -157,30 +195,65 @@ def existing(directory: Path) -> dict[str, Path]:
     return found
 
 
+class FolderError(ValueError):
+    """The findings folder cannot take a finding; ``str()`` is one line (exit 2, before a campaign starts)."""
+
+
+def ready(directory: Path) -> Path:
+    """Make sure findings can be written into ``directory`` (created if missing), or say why in one line."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".dst-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except FileExistsError:
+        raise FolderError(f"{directory}: expected a folder for findings, but it is a file") from None
+    except OSError as e:
+        raise FolderError(f"{directory}: cannot write findings there ({e.strerror or type(e).__name__})") from None
+    return directory
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One writer at a time in a folder (two campaigns at once write each signature once)."""
+    with open(directory / ".dst-findings.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def write(finding: Finding, directory: Path) -> tuple[Path, bool]:
     """Write ``finding`` into ``directory`` as the next number; returns (path, written). When a finding
-    with its signature is already there, returns that one's path and writes nothing."""
-    directory.mkdir(parents=True, exist_ok=True)
-    known = existing(directory)
-    for sig in (finding.signature, finding.origin.get("signature")):
-        if sig in known:
-            return known[sig], False
-    numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
-    number = max(numbers, default=0) + 1
-    while True:
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=".finding-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(render(finding, number))  # complete before it has a name: no one sees half a file
-                f.flush()
-                os.fsync(f.fileno())
-            target = directory / f"{number:03d}-{finding.title}.toml"
-            os.link(temp, target)  # fails rather than overwrite
-            return target, True
-        except FileExistsError:
-            number += 1  # another writer took this number meanwhile
-        finally:
-            os.unlink(temp)
+    with its signature is already there, returns that one's path and writes nothing. The file is read
+    back before it is given its name, so a finding that would not read is never written."""
+    ready(directory)
+    with _locked(directory):
+        known = existing(directory)
+        for sig in (finding.signature, finding.origin.get("signature")):
+            if sig in known:
+                return known[sig], False
+        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
+        number = max(numbers, default=0) + 1
+        while True:
+            fd, temp = tempfile.mkstemp(dir=directory, prefix=".finding-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(render(finding, number))  # complete before it has a name: no one sees half a file
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(temp, 0o644)  # readable by the group that collects CI artifacts
+                again = read(temp)
+                assert (again.digest, again.invariant, again.scenario.steps) == \
+                    (finding.digest, finding.invariant, finding.scenario.steps), "a finding did not read back as written"
+                target = directory / f"{number:03d}-{finding.title}.toml"
+                os.link(temp, target)  # fails rather than overwrite
+                return target, True
+            except FileExistsError:
+                number += 1  # a name taken by hand meanwhile
+            finally:
+                os.unlink(temp)
 
 
 # --- reading ------------------------------------------------------------------------------------------
