@@ -4,7 +4,7 @@ Exit codes: 0 no violation (``replay``: every finding reproduces exactly); 1 a v
 (``run --check-determinism``: a run that did not replay identically; ``selftest``: a bug
 missed or a false alarm; ``replay``: a finding that no longer reproduces or diverged);
 2 a usage or input error (a bad flag, scenario or finding file); 130 a campaign
-interrupted before it found anything.
+interrupted before it found anything (Ctrl-C; 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from typing import Any, NoReturn, Sequence
 import attrs
 
 from . import __version__
-from .explore.fuzz import Outcome, Shard, Tally, campaign, pick, seeds, worker_pool
+from .explore.fuzz import Outcome, Shard, StopRequest, Tally, Terminated, campaign, pick, seeds, worker_pool
 from .explore.swarm import swarm
 from .findings import FindingError, FolderError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
@@ -31,7 +32,7 @@ from .runner import RunResult, run
 from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
 from .sim.trace import first_difference, format_event
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 class UsageError(Exception):
@@ -176,7 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()  # SIGTERM stops dst as Ctrl-C does: cleanly, with what it has so far
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         args = build_parser().parse_args(argv)
         return args.handler(args)
@@ -188,9 +194,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ScenarioError, FindingError, ModelError, FolderError) as e:
         print(f"dst: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("dst: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("dst: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -331,13 +342,16 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     deadline = None if args.time_budget is None else started + args.time_budget
     total = None if stop is None else sum(1 for _ in seeds(first, stop, args.shard))
     tally = Tally()
-    interrupted = False
+    interrupted = 0  # the exit code of the signal that stopped the campaign, if one did
 
     from .render import FuzzProgress
 
     progress = FuzzProgress(_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
+    request = StopRequest()
+    if args.workers > 1:  # a pool: signals are noted, and the campaign stops at its next safe point
+        saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
     outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=args.workers,
-                        deadline=deadline)
+                        deadline=deadline, stop=request)
     recorder = None if args.no_findings else _Recorder(args, scenarios)
     if recorder is not None:
         ready(recorder.directory)  # a folder that cannot take a finding is said now, not after the minimizing
@@ -350,10 +364,13 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
                     recorder.consider(outcome, tally)
                 if args.stop_on_first and tally.violations:
                     break
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as halt:
+        interrupted = EXIT_TERMINATED if isinstance(halt, Terminated) else EXIT_INTERRUPTED
     finally:
         outcomes.close()
+        if args.workers > 1:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
     wall = time.monotonic() - started
 
     report = _fuzz_report(args, scenarios, tally, wall, interrupted, first, stop)
@@ -366,11 +383,11 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         render_fuzz(_console(), report)
     if tally.violations:
         return EXIT_VIOLATION
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    return interrupted or EXIT_OK
 
 
 def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tally: Tally, wall: float,
-                 interrupted: bool, first: int, stop: int | None) -> dict[str, Any]:
+                 interrupted: int, first: int, stop: int | None) -> dict[str, Any]:
     bugs = list(args.bug)
     return {
         "scenario": " + ".join(s.name for s in scenarios),
@@ -383,7 +400,7 @@ def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tall
         "seeds_run": tally.seeds_run,
         "events": tally.events,
         "violations": tally.violations,
-        "interrupted": interrupted,
+        "interrupted": bool(interrupted),
         "wall_seconds": round(wall, 3),
         "seeds_per_second": round(tally.seeds_run / wall, 1) if wall > 0 else None,
         "signatures": [

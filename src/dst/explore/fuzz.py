@@ -8,9 +8,13 @@ keeps the seeds congruent to K-1 modulo N, so N CI jobs cover disjoint seeds.
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
+import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from typing import Callable, Generator, Iterator, Sequence
 
 import attrs
@@ -64,14 +68,71 @@ def run_seed(scenario: Scenario, seed: int, use_swarm: bool) -> Outcome:
     return Outcome(seed, result.events, v.invariant, v.message, v.time)
 
 
-def _ignore_interrupts() -> None:
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the campaign is, as Ctrl-C raises KeyboardInterrupt (exit 143, not 130)."""
+
+
+class StopRequest:
+    """A signal handler for a campaign on a pool: it only notes the signal, and the campaign stops at its
+    next safe point (raising from the handler could land inside the pool's own locking and hang it)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.signum = signum
+        self.event.set()
+
+    def interrupt(self) -> KeyboardInterrupt:
+        return Terminated() if self.signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+_in_run = False  # in a worker: whether a chunk of seeds is running
+_exiting = False  # in a worker: a SIGTERM is already unwinding the run
+
+
+def _exit_quietly(signum: int, frame: object) -> None:
+    global _exiting
+    if not _in_run:
+        os._exit(128 + signum)  # idle: nothing to close, and a normal exit would wait on the pool's queues
+    if not _exiting:  # a second SIGTERM must not interrupt the first one's unwinding (the pool would catch it)
+        _exiting = True
+        raise SystemExit(128 + signum)  # unwinds: the run in progress closes what it opened (a model's files)
+
+
+def _worker_setup(parent: int) -> None:
+    """A worker ignores Ctrl-C (it reaches the whole process group; the campaign decides), ends cleanly on
+    SIGTERM, and gets SIGTERM from the kernel the moment its parent dies, however it dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_quietly)
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the line above: nobody will tell us
+        os._exit(1)
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Processes for a campaign. Ctrl-C reaches the whole process group; the workers ignore it, so
-    only the campaign stops, cleanly, and prints what it found."""
-    return ProcessPoolExecutor(max_workers=workers, initializer=_ignore_interrupts)
+    """Processes for a campaign, which die with it."""
+    return ProcessPoolExecutor(max_workers=workers, initializer=_worker_setup, initargs=(os.getpid(),))
+
+
+_GRACE = 5.0  # seconds a stopped worker has to close what its run opened
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's processes now, not after the chunks they are running (a seed may take long, or never end)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + _GRACE
+    for process in processes:  # a run that will not unwind (a model's close that hangs) is killed
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def pick(scenarios: tuple[Scenario, ...], seed: int) -> Scenario:
@@ -80,18 +141,27 @@ def pick(scenarios: tuple[Scenario, ...], seed: int) -> Scenario:
 
 
 def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: bool) -> list[Outcome]:
-    return [run_seed(pick(scenarios, seed), seed, use_swarm) for seed in chunk]
+    global _in_run
+    _in_run = True
+    try:
+        return [run_seed(pick(scenarios, seed), seed, use_swarm) for seed in chunk]
+    except SystemExit as stop:  # SIGTERM: the run has closed what it opened; the pool would catch this and wait
+        os._exit(stop.code if isinstance(stop.code, int) else 1)
+    finally:
+        _in_run = False
 
 
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
              deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
-             executor: ProcessPoolExecutor | None = None) -> Generator[Outcome, None, None]:
+             executor: ProcessPoolExecutor | None = None,
+             stop: StopRequest | None = None) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
     scenarios, seed ``s`` runs ``pick(scenarios, s)``.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,
-    or one made here), with a window of chunks in flight. Closing the iterator (or Ctrl-C) stops
-    promptly: chunks not started are cancelled.
+    or one made here), with a window of chunks in flight. Ctrl-C (or :class:`Terminated`, or ``stop``
+    noting a signal) stops at once: the workers are ended, the outcomes already computed in seed order
+    are still handed out, and then the interrupt goes on up. Closing the iterator ends the workers too.
     """
     scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
     if workers <= 1:
@@ -113,14 +183,28 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm))
             if not pending:
                 return
+            while True:
+                if stop is not None and stop.event.is_set():
+                    raise stop.interrupt()  # here, where no lock of the pool is held
+                if pending[0].done():
+                    break
+                wait(pending[:1], timeout=0.1)
             yield from pending.pop(0).result()
             if deadline is not None and clock() >= deadline:
                 exhausted = True  # let the chunks in flight finish: their seeds are a contiguous prefix
+    except KeyboardInterrupt:
+        stop_workers(pool)
+        for future in pending:  # what is already done, as long as the seeds stay in order
+            if not future.done() or future.cancelled() or future.exception() is not None:
+                break
+            yield from future.result()
+        pending = []
+        raise
     finally:
         for future in pending:
             future.cancel()
         if executor is None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            stop_workers(pool)
 
 
 @attrs.define

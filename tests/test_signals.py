@@ -1,0 +1,92 @@
+"""A campaign stops at once on SIGINT or SIGTERM, keeps what it found, and leaves no process behind,
+however it is stopped (SIGKILL included). Real signals, real worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+SLOW = """
+[workload]
+clients = 60
+jobs = 30
+[run]
+duration = "3000s"
+[model]
+limits = { db = 20 }
+"""
+
+
+def descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        for kid in map(int, kids):
+            found.add(kid)
+            todo.append(kid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:")]
+    except OSError:
+        return False
+    return bool(state) and "Z" not in state[0].split()[1]  # a zombie is dead; only its parent's reaping is left
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def start(tmp_path: Path, workers: int = 2) -> tuple[subprocess.Popen[str], set[int]]:
+    scenario = tmp_path / "slow.toml"
+    scenario.write_text(SLOW)
+    proc = subprocess.Popen([sys.executable, "-m", "dst", "fuzz", "--scenario", str(scenario), "--count", "1000",
+                             "--workers", str(workers), "--no-findings", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert wait_for(lambda: len(descendants(proc.pid)) >= (workers if workers > 1 else 0), 30), "no workers"
+    time.sleep(1.0)  # the workers are in the middle of their first seeds (each takes seconds)
+    return proc, descendants(proc.pid)
+
+
+@pytest.mark.parametrize("how, code, pool", [("SIGTERM", 143, 2), ("SIGINT", 130, 2), ("SIGTERM", 143, 1),
+                                             ("SIGINT", 130, 1)])
+def test_a_signal_stops_the_campaign_at_once_with_its_summary_and_no_process_left(tmp_path, how, code, pool):
+    proc, workers = start(tmp_path, pool)
+    began = time.monotonic()
+    if how == "SIGINT":
+        os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
+    else:
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert time.monotonic() - began < 10  # not after the chunks in flight (each seed takes seconds)
+    report = json.loads(out)
+    assert report["interrupted"] and "seeds_run" in report
+    assert wait_for(lambda: not any(alive(pid) for pid in workers), 10), "workers outlived the campaign"
+
+
+def test_sigkill_to_the_campaign_takes_its_workers_with_it(tmp_path):
+    proc, workers = start(tmp_path)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert wait_for(lambda: not any(alive(pid) for pid in workers), 10), "workers outlived a killed campaign"
