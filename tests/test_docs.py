@@ -37,7 +37,7 @@ def test_every_flag_in_the_readme_exists():
 
 @pytest.mark.parametrize("line, toml", [
     ("dst: bad.toml: model.ttl: expected a duration above zero, got '0s'", '[model]\nttl = "0s"\n'),
-    ("dst: bad.toml: faults.pause.rate: expected a non-negative number of faults per virtual minute, got -1",
+    ("dst: bad.toml: faults.pause.rate: expected a number of faults per virtual minute from 0 to 1,000, got -1",
      "[faults]\npause = { rate = -1 }\n"),
     ("dst: bad.toml: steps[1].action: expected one of acquire, cancel, clock-skew, crash, delay, duplicate, lose, partition, pause, restart, serve, slow, submit, got 'jump'",
      'steps = [{ at = "0s", actor = "c1", action = "acquire" }, { at = "1s", actor = "c1", action = "jump" }]\n'),

@@ -225,7 +225,8 @@ def test_a_restart_aimed_at_a_worker_serves_again_when_it_strikes():
     r = script([{"at": "0s", "actor": "c2", "action": "serve"},
                 {"at": "0s", "actor": "user", "action": "submit", "run": 1, "work": "10s"},
                 {"at": "0s", "actor": "c2", "action": "restart", "moment": "delivered", "then": "serve"}],
-               runs={"workers": 1}, model={"redelivery_timeout": "30s", "heartbeat_interval": "10s"})
+               runs={"workers": 1}, model={"redelivery_timeout": "30s", "heartbeat_interval": "10s",
+                                           "cancelling_timeout": "60s"})
     c2 = [e[2] for e in events(r, "c2") if e[2] in ("moment", "restart", "job", "job-end")]
     assert c2[:4] == ["job", "moment", "restart", "job"], show(r)  # struck at delivery, then served again
     assert r.ok, show(r)

@@ -65,7 +65,8 @@ def build(env: sut.Env[Options]) -> sut.System:
     return sut.System(
         service=LeaseService(db, env, ttl=o.ttl, reaper_interval=o.reaper_interval, retry_after=o.retry_after),
         job=lease_job(env, ttl=o.ttl), resource=resource, leases=view,
-        bounds=sut.Bounds(reclaim_within=o.ttl + o.reaper_interval), close=close)
+        bounds=sut.Bounds(reclaim_within=o.ttl + o.reaper_interval, renew_every=int(o.ttl * 0.75)),  # lease_job renews at 0.75
+        close=close)
 
 
 model = sut.Model(build, options=Options, bugs=BUGS, scenarios="examples.sqlite_leases:scenarios",

@@ -23,12 +23,13 @@ from typing import Any, NoReturn, Sequence
 import attrs
 
 from . import __version__
-from .explore.fuzz import Outcome, Shard, StopRequest, Tally, Terminated, campaign, pick, seeds, worker_pool
+from .explore.fuzz import (Outcome, Shard, StopRequest, Tally, Terminated, campaign, count_seeds, pick, seeds,
+                          worker_pool)
 from .explore.swarm import swarm
 from .findings import FindingError, FolderError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration
-from .runner import RunResult, run
+from .runner import RunResult, check, run
 from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
 from .sim.trace import first_difference, format_event
 
@@ -230,7 +231,9 @@ def _scenario(args: argparse.Namespace) -> Scenario:
             raise UsageError(f"dst: --model: {e}") from None
     scenario = load_scenario(args.scenario, model=args.model)
     _check_slugs(args.bug, scenario.model.impl)
-    return attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(args.bug))))
+    scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(args.bug))))
+    check(scenario)  # keys that contradict the model's bounds are said now, before any run
+    return scenario
 
 
 def reproduce_command(seed: int, scenario_path: str | None, bugs: list[str], use_swarm: bool,
@@ -340,7 +343,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         raise UsageError("dst fuzz: say how many seeds: --seeds A:B, --count N or --time-budget DURATION")
     started = time.monotonic()
     deadline = None if args.time_budget is None else started + args.time_budget
-    total = None if stop is None else sum(1 for _ in seeds(first, stop, args.shard))
+    total = None if stop is None else count_seeds(first, stop, args.shard)
     tally = Tally()
     interrupted = 0  # the exit code of the signal that stopped the campaign, if one did
 
@@ -416,6 +419,18 @@ def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tall
                                                args.swarm, args.model),
             }
             for g in sorted(tally.groups.values(), key=lambda g: g.first.seed)
+        ],
+        "unjudged": [
+            {
+                "kind": kind,
+                "count": len(g.seeds),
+                "seeds": g.seeds[:20],
+                "first_seed": g.first.seed,
+                "why": g.first.unjudged[1] if g.first.unjudged else "",
+                "reproduce": reproduce_command(g.first.seed, _scenario_arg(args, pick(scenarios, g.first.seed)), bugs,
+                                               args.swarm, args.model),
+            }
+            for kind, g in sorted(tally.unjudged.items())
         ],
     }
 

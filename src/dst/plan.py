@@ -41,6 +41,10 @@ _CLIENT = re.compile(r"^c[1-9]\d*$")
 _KEY = re.compile(r"^(\d+\.\d+\.\d+r?|bg\d+\.\d+\.\d+)$")
 
 
+_DAY = 86_400_000
+MAX_DURATION = 365 * _DAY  # virtual time a scenario may ask for; a run is bounded by a few of these
+
+
 def parse_duration(value: object) -> int:
     """``"60s"``, ``"250ms"``, ``"1.5m"`` or a number of seconds -> integer milliseconds.
 
@@ -50,15 +54,23 @@ def parse_duration(value: object) -> int:
         raise ValueError("expected a duration such as '60s' or '250ms'")
     if isinstance(value, (int, float)):
         if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"expected a finite duration, got {value!r}")
+            raise ValueError(f"expected a finite duration, got {shorten(value)}")
         ms = Decimal(str(value)) * 1000  # via str: 0.1 s is 100 ms, not 100.00000000000001
     elif isinstance(value, str) and (m := _DURATION.match(value)):
         ms = Decimal(m.group(1)) * _UNIT_MS[m.group(2)]
     else:
-        raise ValueError(f"expected a duration such as '60s' or '250ms', got {value!r}")
+        raise ValueError(f"expected a duration such as '60s' or '250ms', got {shorten(value)}")
+    if ms > MAX_DURATION:  # before int(): "1e999999999s" would be a billion digits
+        raise ValueError(f"expected a duration of at most {MAX_DURATION // _DAY} days, got {shorten(value)}")
     if ms < 0 or ms != int(ms):
-        raise ValueError(f"expected a non-negative whole number of milliseconds, got {value!r}")
+        raise ValueError(f"expected a non-negative whole number of milliseconds, got {shorten(value)}")
     return int(ms)
+
+
+def shorten(value: object) -> str:
+    """A value for an error message: never more than a line's worth, however long it is."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
 
 
 def format_duration(ms: int) -> str:
@@ -112,25 +124,25 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
     known = {"id", "at", "actor", "action"}
     action = data.get("action")
     if not isinstance(action, str) or action not in ACTIONS:
-        raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {action!r}")
+        raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {shorten(action)}")
     who, kinds = ACTIONS[action]
     actor = data.get("actor")
     if who in ("user", "net"):
         if actor != who:
             whom = "who submits and cancels runs" if who == "user" else "the network"
-            raise ValueError(f"actor: expected {who!r} ({whom}), got {actor!r}")
+            raise ValueError(f"actor: expected {who!r} ({whom}), got {shorten(actor)}")
     else:
         clients, server = who in ("client", "client-or-server"), who in ("server", "client-or-server")
         if not isinstance(actor, str) or not ((clients and is_client(actor)) or (server and actor == "server")):
             want = " or ".join((["a client name such as 'c1'"] if clients else []) + (["'server'"] if server else []))
-            raise ValueError(f"actor: expected {want}, got {actor!r}")
+            raise ValueError(f"actor: expected {want}, got {shorten(actor)}")
     try:
         at = parse_duration(data.get("at"))
     except ValueError as e:
         raise ValueError(f"at: {e}") from None
     step_id = data.get("id", default_id)
     if not isinstance(step_id, int) or isinstance(step_id, bool) or step_id < 0:
-        raise ValueError(f"id: expected a non-negative integer, got {step_id!r}")
+        raise ValueError(f"id: expected a non-negative integer, got {shorten(step_id)}")
     args: dict[str, object] = {}
     for key, value in data.items():
         if key in known:
@@ -147,16 +159,16 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
                 raise ValueError(f"{key}: {e}") from None
         elif kind == "key":
             if not isinstance(value, str) or not _KEY.match(value):
-                raise ValueError(f"{key}: expected a message key as the trace writes it, such as '17.3.0', got {value!r}")
+                raise ValueError(f"{key}: expected a message key as the trace writes it, such as '17.3.0', got {shorten(value)}")
             args[key] = value
         elif kind in ("int", "count"):
             least = 1 if kind == "int" else 0
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{key}: expected an integer >= {least}, got {value!r}")
+                raise ValueError(f"{key}: expected an integer >= {least}, got {shorten(value)}")
             args[key] = value
         else:
             if not isinstance(value, str) or not value:
-                raise ValueError(f"{key}: expected a name, got {value!r}")
+                raise ValueError(f"{key}: expected a name, got {shorten(value)}")
             args[key] = value
     return Step(step_id, at, actor, action, tuple(sorted(args.items())))
 

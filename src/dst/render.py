@@ -46,7 +46,10 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
     table.add_row("faults", _counts(result.faults))
     table.add_row("jobs ended", _counts(result.jobs))
     table.add_row("invariants", f"{', '.join(result.invariants)} ({result.checks:,} checks)")
-    if result.violation is None:
+    if result.unjudged is not None:
+        table.add_row("result", Text(f"no violation, but {result.unjudged.kind}: {result.unjudged.why}",
+                                     style="bold yellow"))
+    elif result.violation is None:
         table.add_row("result", Text("no violation", style="bold green"))
     else:
         v = result.violation
@@ -114,6 +117,10 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
     style = "bold red" if report["violations"] else "bold green"
     grid.add_row("result", Text(f"{report['violations']} violation(s) in {len(report['signatures'])} signature(s)"
                                 + (" (interrupted)" if report["interrupted"] else ""), style=style))
+    for group in report["unjudged"]:
+        grid.add_row(group["kind"], Text(f"{group['count']} seed(s) not judged in full; first, seed "
+                                         f"{group['first_seed']}: {group['why']} ({group['reproduce']})",
+                                         style="yellow"))
     console.print(grid)
     if not report["signatures"]:
         return

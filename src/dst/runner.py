@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import time
 from collections import Counter
 from typing import Any, Callable, cast
 
@@ -21,13 +22,14 @@ from .invariants import BY_ID, Ghost, Violation
 from .models import ModelError, name_of
 from .faults import befell, fault_of
 from .plan import Step, is_client, make_step
-from .scenario import Scenario, with_model
+from .plan import format_duration
+from .scenario import Scenario, ScenarioError, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
-from .sim.trace import Event, digest, formatted
-from .sut import RESOURCE, SERVER, Cancel, Env, Model, Submit, System, Workload
+from .sim.trace import Event, digest, format_time, formatted
+from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
@@ -40,6 +42,25 @@ class ViolationReport:
     step: int  # index of the trace event at which it was detected
     message: str
     last_events: tuple[Event, ...]
+
+
+@attrs.frozen
+class Unjudged:
+    """A run that ended before it could be judged: neither a pass nor a violation.
+
+    ``kind`` is ``"undrained"`` (a client or the server was still busy when ``run.drain_limit`` ran out,
+    so the liveness checks that follow the quiet period would accuse a live holder) or ``"over-budget"``
+    (the run passed ``run.max_events``)."""
+
+    kind: str
+    why: str
+
+
+class Cut(Exception):
+    """A run stopped at a wall-clock deadline (a campaign's ``--time-budget``): it has no result at all."""
+
+
+_CHECK_WALL_EVERY = 20_000  # events between looks at the wall clock, when a run has a deadline
 
 
 @attrs.frozen(slots=False)  # not slotted: ``trace`` is a cached property
@@ -59,10 +80,19 @@ class RunResult:
     violation: ViolationReport | None
     # What the network and the server recorded of the faults that befell messages and round trips.
     befell: tuple[list[tuple[int, str, int, int]], list[tuple[int, int, int, int]]] = ([], [])
+    unjudged: Unjudged | None = None
 
     @property
     def ok(self) -> bool:
+        """No invariant was violated (an unjudged run is ok, and says why it was not judged in full)."""
         return self.violation is None
+
+    @property
+    def outcome(self) -> str:
+        """``"ok"``, ``"violation"``, or how the run went unjudged (``"undrained"``, ``"over-budget"``)."""
+        if self.violation is not None:
+            return "violation"
+        return "ok" if self.unjudged is None else self.unjudged.kind
 
     @functools.cached_property
     def digest(self) -> str:
@@ -87,7 +117,8 @@ class RunResult:
             "model": self.model,
             "seed": self.seed,
             "bugs": list(self.bugs),
-            "result": "ok" if self.ok else "violation",
+            "result": self.outcome,
+            "unjudged": None if self.unjudged is None else self.unjudged.why,
             "virtual_time_ms": self.virtual_time,
             "events": self.events,
             "trace_events": len(self.raw_trace),
@@ -127,15 +158,19 @@ class _Order:
 class Simulation:
     """One run, assembled. Build it, then :meth:`run` it once."""
 
-    def __init__(self, scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None) -> None:
+    def __init__(self, scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,
+                 deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.scenario = scenario
         self.seed = seed
+        self.deadline = deadline
+        self.clock = clock
         streams = Streams(seed)
         self.plan = plan if plan is not None else (scenario.steps if scenario.steps is not None
                                                    else generate_plan(scenario, streams))
         wl, runs = scenario.workload, scenario.runs
         limits = dict(scenario.model.limits)
-        self.kernel = kernel = Kernel()
+        budget = scenario.run.max_events
+        self.kernel = kernel = Kernel(self._checkpoint, budget if deadline is None else min(budget, _CHECK_WALL_EVERY))
         self.trace: list[Event] = []
         # The timed steps; pinned faults name a message, not a moment, and are in place from the start.
         self.timed = tuple(s for s in self.plan if not ((f := fault_of(s)) is not None and f.pinned))
@@ -161,8 +196,16 @@ class Simulation:
             parts.add("runs")
         self.invariants = tuple(i for i in scenario.invariants if BY_ID[i].parts & parts)
         # Worst-case round trips on top of the model's bounds, so a liveness window never closes on a message in flight.
-        slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * scenario.model.store_latency[1]
+        m = scenario.model
+        store = m.store_latency[1] + (m.store_slow_by[1] if m.store_slow > 0 else 0)  # a slow round trip, too
+        slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * store
         bounds = system.bounds
+        try:
+            check_bounds(scenario, bounds, slack, has_runs)
+        except ScenarioError:
+            if system.close is not None:
+                system.close()
+            raise
         ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
                     bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                         transition_within=bounds.transition_within + slack))
@@ -236,25 +279,63 @@ class Simulation:
             if self.system.close is not None:
                 self.system.close()
 
+    def _checkpoint(self, events: int) -> int:
+        """Called by the kernel at the count it returns: ends a run over its event budget, or past its deadline."""
+        budget = self.scenario.run.max_events
+        if events >= budget:
+            raise _OverBudget()
+        if self.deadline is None:
+            return budget
+        if self.clock() >= self.deadline:  # the wall clock only ever ends a run; it never shapes one
+            raise Cut()
+        return min(budget, events + _CHECK_WALL_EVERY)
+
+    def _busy(self) -> list[str]:
+        """Who keeps the run from draining: clients with a job, queued jobs or a pause, and a busy server."""
+        busy = [name for name, c in self.clients.items() if not c.idle]
+        return busy + ([] if self.server.idle else ["the server"])
+
     def _run(self) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
         if self.timed:
             kernel.at(self.timed[0].at, self._apply, 0)
         self.server.boot()
-        violation = None
+        violation = unjudged = None
         try:
             kernel.run(self.active_until)
             drain_end = self.active_until + scenario.run.drain_limit
             # Drained: every client finished its jobs and the server answered what it was handling (a backlog
             # of retried requests can still grant leases; the quiet period starts after them).
-            while kernel.now < drain_end and not (self.server.idle and all(c.idle for c in self.clients.values())):
+            while kernel.now < drain_end and self._busy():
                 kernel.run(min(kernel.now + _DRAIN_POLL, drain_end))
-            kernel.run(kernel.now + scenario.run.quiet)
-            serving = {s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))}
-            self.ghost.quiet_period_over(workers_alive=any(self.clients[c].alive for c in serving))
+            # A drain that runs out leaves the quiet period not quiet: what was still moving (a late grant, a
+            # backlog of runs) is live, not stranded, and the checks pass over it; the run says so.
+            busy = self._busy()
+            quiet_from = self.ghost.quiet_from = kernel.now
+            kernel.run(quiet_from + scenario.run.quiet)
+            up = self.ghost.server.up_since
+            if up is None or up > quiet_from:
+                # The reaper and the deadlines could not run for the whole quiet period: nothing is judged.
+                unjudged = Unjudged("undrained", f"the server was down or paused during the quiet period (from "
+                                                 f"t={format_time(quiet_from)}): nothing was judged after it "
+                                                 f"(a longer drain_limit, or shorter server faults)")
+            else:
+                serving = {s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))}
+                self.ghost.quiet_period_over(any(self.clients[c].alive for c in serving), frozenset(busy))
+                if busy:
+                    shown = ", ".join(busy[:5]) + (f" and {len(busy) - 5} more" if len(busy) > 5 else "")
+                    unjudged = Unjudged("undrained", f"{shown} still busy when run.drain_limit "
+                                                     f"({format_duration(scenario.run.drain_limit)}) ran out at "
+                                                     f"t={format_time(quiet_from)}: what was still moving was not "
+                                                     f"judged after the quiet period (a longer drain_limit, or "
+                                                     f"shorter jobs)")
         except Violation as v:
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
                                         tuple(formatted(e) for e in self.trace[-20:]))
+        except _OverBudget:
+            unjudged = Unjudged("over-budget", f"passed run.max_events ({scenario.run.max_events:,} events) at "
+                                               f"t={format_time(kernel.now)}: a larger max_events, or a smaller "
+                                               f"workload")
         jobs: Counter[str] = Counter()
         for host in self.clients.values():
             jobs.update(host.ended)
@@ -263,6 +344,7 @@ class Simulation:
             scenario=scenario.name, model=scenario.model.impl, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
             checks=checks, jobs=dict(jobs), violation=violation, befell=(self.network.drawn, self.server.drawn),
+            unjudged=unjudged,
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).
@@ -271,12 +353,50 @@ class Simulation:
         return result
 
 
+class _OverBudget(Exception):
+    pass
+
+
+def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool) -> None:
+    """Keys that are fine alone but together would make a correct model fail: one line each, as a load error."""
+    s, net, store = scenario, scenario.network.latency, scenario.model.store_latency
+    quiet = {"the model's reclaim bound (TTL + reaper interval)": bounds.reclaim_within}
+    if has_runs:
+        quiet["the model's CANCELLING bound (cancelling timeout + sweep interval)"] = bounds.transition_within
+        quiet["the model's redelivery bound (redelivery timeout + poll interval)"] = bounds.redeliver_within
+    what, needed = max(quiet.items(), key=lambda item: item[1])
+    if s.run.quiet < needed + slack:
+        raise ScenarioError(f"{s.source}: run.quiet: expected at least {format_duration(needed + slack)} "
+                            f"({what}, {format_duration(needed)}, plus the worst message and store delays, "
+                            f"{format_duration(slack)}), got {format_duration(s.run.quiet)}")
+    round_trip = 2 * net[1] + 4 * store[1]
+    every = {"renewal interval": bounds.renew_every, "heartbeat interval": bounds.heartbeat_every if has_runs else 0}
+    for what, interval in every.items():
+        if interval and round_trip >= interval:
+            raise ScenarioError(f"{s.source}: network.latency: expected a round trip (2 x {format_duration(net[1])} "
+                                f"latency + 4 x {format_duration(store[1])} store latency = "
+                                f"{format_duration(round_trip)}) shorter than the model's {what} "
+                                f"({format_duration(interval)}), or it is due again before its reply and the "
+                                f"work never goes on")
+
+
 def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,
-        model: str | Model[Any] | Callable[..., System] | None = None) -> RunResult:
+        model: str | Model[Any] | Callable[..., System] | None = None, deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic) -> RunResult:
     """Run one seeded simulation of ``scenario`` (its script, ``plan``, or a plan generated from the seed).
 
     ``model`` runs another model than the scenario names: an importable name (``"package.module:model"``)
-    or the object bound to one (a finding records the name)."""
+    or the object bound to one (a finding records the name). A scenario whose keys contradict the model's
+    bounds raises :class:`~dst.scenario.ScenarioError`. ``deadline`` (on ``clock``) stops the run where it
+    is once passed, raising :class:`Cut`: it never changes what a finished run did."""
     if model is not None:
         scenario = with_model(scenario, name_of(model))
-    return Simulation(scenario, seed, plan).run()
+    return Simulation(scenario, seed, plan, deadline=deadline, clock=clock).run()
+
+
+def check(scenario: Scenario) -> None:
+    """Raise :class:`~dst.scenario.ScenarioError` if ``scenario`` contradicts its model's bounds (builds the
+    system once, and closes it)."""
+    simulation = Simulation(scenario, 0, ())
+    if simulation.system.close is not None:
+        simulation.system.close()

@@ -20,7 +20,7 @@ import attrs
 from .faults import SCHEDULED
 from .invariants import INVARIANT_IDS, RUN_INVARIANTS  # noqa: F401  (RUN_INVARIANTS: re-exported)
 from .models import DEFAULT_IMPL, ModelError, resolve
-from .plan import Step, format_duration, parse_duration, sort_steps, step_from_mapping
+from .plan import Step, format_duration, parse_duration, shorten, sort_steps, step_from_mapping
 from .sut import Model, OptionError
 
 SCHEDULERS = ("uniform", "pct")
@@ -63,7 +63,7 @@ def _duration(minimum: int) -> Kind:
     def read(value: object) -> int:
         ms = parse_duration(value)
         if ms < minimum:
-            raise ValueError(f"expected a duration above zero, got {value!r}")
+            raise ValueError(f"expected a duration above zero, got {shorten(value)}")
         return ms
 
     return Kind(read, format_duration)
@@ -73,29 +73,35 @@ def _read_range(value: object) -> Range:
     """A duration, or ``[low, high]`` durations."""
     if isinstance(value, list):
         if len(value) != 2:
-            raise ValueError(f"expected [low, high] durations, got {value!r}")
+            raise ValueError(f"expected [low, high] durations, got {shorten(value)}")
         lo, hi = parse_duration(value[0]), parse_duration(value[1])
         if lo > hi:
-            raise ValueError(f"expected low <= high, got {value!r}")
+            raise ValueError(f"expected low <= high, got {shorten(value)}")
         return (lo, hi)
     ms = parse_duration(value)
     return (ms, ms)
 
 
+# Sizes past these are plainly a slip (a run of them would take hours or gigabytes), not a test.
+MAX_COUNT = 1_000_000
+MAX_CLIENTS = 10_000
+
+
 def _read_int_range(value: object) -> Range:
     if isinstance(value, list):
-        if len(value) != 2 or not all(_is_int(v) and v >= 0 for v in value) or value[0] > value[1]:
-            raise ValueError(f"expected [low, high] non-negative integers with low <= high, got {value!r}")
+        if len(value) != 2 or not all(_is_int(v) and 0 <= v <= MAX_COUNT for v in value) or value[0] > value[1]:
+            raise ValueError(f"expected [low, high] integers from 0 to {MAX_COUNT:,} with low <= high, "
+                             f"got {shorten(value)}")
         return (value[0], value[1])
-    if not _is_int(value) or value < 0:  # type: ignore[operator]
-        raise ValueError(f"expected a non-negative integer or [low, high], got {value!r}")
+    if not _is_int(value) or not 0 <= value <= MAX_COUNT:  # type: ignore[operator]
+        raise ValueError(f"expected an integer from 0 to {MAX_COUNT:,} or [low, high], got {shorten(value)}")
     return (value, value)  # type: ignore[return-value]
 
 
-def _count(minimum: int) -> Kind:
+def _count(minimum: int, maximum: int = MAX_COUNT) -> Kind:
     def read(value: object) -> int:
-        if not _is_int(value) or value < minimum:  # type: ignore[operator]
-            raise ValueError(f"expected an integer >= {minimum}, got {value!r}")
+        if not _is_int(value) or not minimum <= value <= maximum:  # type: ignore[operator]
+            raise ValueError(f"expected an integer from {minimum} to {maximum:,}, got {shorten(value)}")
         return value  # type: ignore[return-value]
 
     return Kind(read)
@@ -104,7 +110,7 @@ def _count(minimum: int) -> Kind:
 def _number(test: Callable[[float], bool], expected: str) -> Kind:
     def read(value: object) -> float:
         if not _is_number(value) or not test(value):  # type: ignore[arg-type]
-            raise ValueError(f"expected {expected}, got {value!r}")
+            raise ValueError(f"expected {expected}, got {shorten(value)}")
         return float(value)  # type: ignore[arg-type]
 
     return Kind(read)
@@ -113,7 +119,7 @@ def _number(test: Callable[[float], bool], expected: str) -> Kind:
 def _one_of(options: tuple[str, ...]) -> Kind:
     def read(value: object) -> str:
         if value not in options:
-            raise ValueError(f"expected one of {', '.join(repr(o) for o in options)}, got {value!r}")
+            raise ValueError(f"expected one of {', '.join(repr(o) for o in options)}, got {shorten(value)}")
         return value
 
     return Kind(read)
@@ -121,10 +127,10 @@ def _one_of(options: tuple[str, ...]) -> Kind:
 
 def _read_limits(value: object) -> tuple[tuple[str, int], ...]:
     if not isinstance(value, dict) or not value:
-        raise ValueError(f"expected a table of limit names to capacities, such as {{ db = 2 }}, got {value!r}")
+        raise ValueError(f"expected a table of limit names to capacities, such as {{ db = 2 }}, got {shorten(value)}")
     for name, cap in value.items():
-        if not _is_int(cap) or cap < 1:
-            raise _Inner(_key(name), f"expected an integer >= 1, got {cap!r}")
+        if not _is_int(cap) or not 1 <= cap <= MAX_COUNT:
+            raise _Inner(_key(name), f"expected an integer from 1 to {MAX_COUNT:,}, got {shorten(cap)}")
     return tuple(sorted(value.items()))
 
 
@@ -133,11 +139,12 @@ RANGE = Kind(_read_range, lambda r: [format_duration(r[0]), format_duration(r[1]
 INT_RANGE = Kind(_read_int_range, list)
 PROBABILITY = _number(lambda v: 0 <= v <= 1, "a probability between 0 and 1")
 FRACTION = _number(lambda v: 0 < v < 1, "a fraction strictly between 0 and 1")
-RATE = _number(lambda v: 0 <= v < float("inf"), "a non-negative number of faults per virtual minute")
+MAX_RATE = 1_000
+RATE = _number(lambda v: 0 <= v <= MAX_RATE, f"a number of faults per virtual minute from 0 to {MAX_RATE:,}")
 LIMITS = Kind(_read_limits, dict)
 def _read_name(value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise ValueError(f"expected a name, got {value!r}")
+        raise ValueError(f"expected a name, got {shorten(value)}")
     return value
 
 
@@ -146,7 +153,7 @@ NAME = Kind(_read_name)
 
 def _read_flag(value: object) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"expected true or false, got {value!r}")
+        raise ValueError(f"expected true or false, got {shorten(value)}")
     return value
 
 
@@ -184,6 +191,7 @@ class RunConfig:
     quiet: int = key(120_000, DURATION)
     drain_limit: int = key(600_000, DURATION)
     granularity: int = key(1, POSITIVE)  # generated times and durations are whole multiples of this
+    max_events: int = key(10_000_000, _count(1, 1_000_000_000))  # a run past this ends unjudged: over budget
     scheduler: str = key("uniform", _one_of(SCHEDULERS))  # how the server picks the next ready handler step
 
 
@@ -216,7 +224,7 @@ class ModelConfig:
 
 @attrs.frozen
 class WorkloadConfig:
-    clients: int = key(4, _count(1))
+    clients: int = key(4, _count(1, MAX_CLIENTS))
     jobs: int = key(6, _count(0))
     limit: str = key("db", NAME)  # checked against model.limits after reading
     slots: int = key(1, _count(1))
@@ -243,7 +251,7 @@ class RunsConfig:
     """The server-owned deadlines part: runs submitted, cancelled, and served from a stream."""
 
     submissions: int = key(0, _count(0))  # runs submitted over the active phase; 0 leaves the part out
-    workers: int = key(2, _count(1))  # clients c1..cN serve the stream
+    workers: int = key(2, _count(1, MAX_CLIENTS))  # clients c1..cN serve the stream
     work: Range = key((10_000, 120_000), RANGE)
     cancel: float = key(0.3, PROBABILITY)  # fraction of runs a user cancels
     cancel_early: float = key(0.2, PROBABILITY)  # of those, the fraction cancelled before they are submitted
@@ -310,7 +318,7 @@ class _Reader:
         self.source = source
 
     def fail(self, path: str, expected: str, got: object = attrs.NOTHING) -> ScenarioError:
-        tail = "" if got is attrs.NOTHING else f", got {got!r}"
+        tail = "" if got is attrs.NOTHING else f", got {shorten(got)}"
         return ScenarioError(f"{self.source}: {path}: expected {expected}{tail}")
 
     def table(self, doc: dict[str, Any], name: str, path: str, allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -377,7 +385,7 @@ class _Reader:
 def _names(options: tuple[str, ...], what: str) -> Callable[[object], tuple[str, ...]]:
     def convert(value: object) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"expected a list of {what}, got {value!r}")
+            raise ValueError(f"expected a list of {what}, got {shorten(value)}")
         for v in value:
             if v not in options:
                 raise ValueError(f"expected {what} from: {', '.join(options) or 'none'}; got unknown {v!r}")
@@ -388,7 +396,7 @@ def _names(options: tuple[str, ...], what: str) -> Callable[[object], tuple[str,
 
 def _text(value: object) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"expected a string, got {value!r}")
+        raise ValueError(f"expected a string, got {shorten(value)}")
     return value
 
 
@@ -424,6 +432,7 @@ def parse_scenario(doc: dict[str, Any], source: str, *, model: str | None = None
     t = r.table(doc, "faults", "faults", kinds)
     blank = FaultsConfig()  # each kind's own defaults (a duration that suits it)
     faults = FaultsConfig(**{kind: r.section(t, f"faults.{kind}", FaultRate, getattr(blank, kind)) for kind in kinds})
+    _check_plan_size(r, sections["run"], workload, faults, runs)
 
     return Scenario(
         name=r.value(doc, "name", "", _text, Path(source).stem if not source.startswith("<embedded") else DEFAULT_NAME),
@@ -435,6 +444,25 @@ def parse_scenario(doc: dict[str, Any], source: str, *, model: str | None = None
         steps=_steps(r, doc, limits, workload.limit) if "steps" in doc else None,
         source=source,
     )
+
+
+MAX_PLAN = 1_000_000
+
+
+def _check_plan_size(r: _Reader, run: RunConfig, workload: WorkloadConfig, faults: Any, runs: RunsConfig) -> None:
+    """A generated plan is made whole before the run starts: refuse one that could not fit in memory."""
+    shortest = workload.work[0] + workload.think[0]  # a client's jobs stop at run.duration
+    jobs = workload.clients * min(workload.jobs, run.duration // shortest + 1 if shortest else workload.jobs)
+    parts = {
+        "workload.jobs": jobs,
+        "faults": int(sum(rate.rate for _, rate in faults.kinds()) * run.duration / 60_000),
+        "runs.submissions": 2 * runs.submissions,
+    }
+    if sum(parts.values()) > MAX_PLAN:
+        biggest = max(parts, key=lambda k: parts[k])
+        made = ", ".join(f"{n:,} from {k}" for k, n in parts.items() if n)
+        raise r.fail(biggest, f"a plan of at most {MAX_PLAN:,} steps over run.duration; this one would have about "
+                              f"{sum(parts.values()):,} ({made})")
 
 
 def _steps(r: _Reader, doc: dict[str, Any], limits: dict[str, int], default_limit: str) -> tuple[Step, ...]:

@@ -252,6 +252,9 @@ class Bounds:
     transition_within: int = 0  # bounded-transition: CANCELLING lasts at most this long (deadline + sweep)
     claim_timeout: int = 0  # a claim stays current this long after its last heartbeat
     write_checks_lease: bool = False  # fenced-writes: the resource also refuses holders of unrecognised leases
+    redeliver_within: int = 0  # at-least-once: a run whose claim went idle reaches a free worker this soon
+    renew_every: int = 0  # a holder renews this often: a round trip must fit in it (0: not checked)
+    heartbeat_every: int = 0  # a worker heartbeats its claim this often: the same (0: not checked)
 
 
 # --- the system under test ---------------------------------------------------------------------------------

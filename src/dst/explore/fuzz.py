@@ -20,7 +20,7 @@ from typing import Callable, Generator, Iterator, Sequence
 import attrs
 
 from ..invariants import shape
-from ..runner import run
+from ..runner import Cut, run
 from ..scenario import Scenario
 from .swarm import swarm
 
@@ -36,6 +36,7 @@ class Outcome:
     invariant: str | None = None
     message: str | None = None
     time: int | None = None
+    unjudged: tuple[str, str] | None = None  # (kind, why): a run that ended before it could be judged
 
     @property
     def signature(self) -> str | None:
@@ -60,12 +61,24 @@ def seeds(first: int, stop: int | None, shard: Shard | None) -> Iterator[int]:
         seed += 1
 
 
-def run_seed(scenario: Scenario, seed: int, use_swarm: bool) -> Outcome:
-    result = run(swarm(scenario, seed) if use_swarm else scenario, seed)
-    v = result.violation
-    if v is None:
-        return Outcome(seed, result.events)
-    return Outcome(seed, result.events, v.invariant, v.message, v.time)
+def count_seeds(first: int, stop: int, shard: Shard | None) -> int:
+    """How many seeds :func:`seeds` yields, without yielding them."""
+    if stop <= first:
+        return 0
+    if shard is None:
+        return stop - first
+    start = first + (shard.index - 1 - first) % shard.count  # the shard's first seed at or after ``first``
+    return max(0, (stop - start + shard.count - 1) // shard.count)
+
+
+def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
+             clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """One seed's outcome; past ``deadline`` (on ``clock``) the run stops where it is and raises :class:`Cut`."""
+    result = run(swarm(scenario, seed) if use_swarm else scenario, seed, deadline=deadline, clock=clock)
+    v, unjudged = result.violation, result.unjudged
+    if v is not None:
+        return Outcome(seed, result.events, v.invariant, v.message, v.time)
+    return Outcome(seed, result.events, unjudged=None if unjudged is None else (unjudged.kind, unjudged.why))
 
 
 class Terminated(KeyboardInterrupt):
@@ -140,11 +153,18 @@ def pick(scenarios: tuple[Scenario, ...], seed: int) -> Scenario:
     return scenarios[seed % len(scenarios)]
 
 
-def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: bool) -> list[Outcome]:
+def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: bool,
+               deadline: float | None) -> tuple[list[Outcome], bool]:
+    """The chunk's outcomes in seed order, and whether the deadline cut it short (after the ones returned)."""
     global _in_run
     _in_run = True
+    outcomes: list[Outcome] = []
     try:
-        return [run_seed(pick(scenarios, seed), seed, use_swarm) for seed in chunk]
+        for seed in chunk:
+            outcomes.append(run_seed(pick(scenarios, seed), seed, use_swarm, deadline))
+        return outcomes, False
+    except Cut:
+        return outcomes, True
     except SystemExit as stop:  # SIGTERM: the run has closed what it opened; the pool would catch this and wait
         os._exit(stop.code if isinstance(stop.code, int) else 1)
     finally:
@@ -168,10 +188,13 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
         for seed in seed_iter:
             if deadline is not None and clock() >= deadline:
                 return
-            yield run_seed(pick(scenarios, seed), seed, use_swarm)
+            try:
+                yield run_seed(pick(scenarios, seed), seed, use_swarm, deadline, clock)
+            except Cut:
+                return  # the seed in flight passed the deadline: it has no outcome
         return
     pool = executor or worker_pool(workers)
-    pending: list[Future[list[Outcome]]] = []
+    pending: list[Future[tuple[list[Outcome], bool]]] = []
     try:
         exhausted = False
         while True:
@@ -180,7 +203,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if not chunk:
                     exhausted = True
                     break
-                pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm))
+                pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline))
             if not pending:
                 return
             while True:
@@ -189,15 +212,21 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if pending[0].done():
                     break
                 wait(pending[:1], timeout=0.1)
-            yield from pending.pop(0).result()
+            outcomes, cut = pending.pop(0).result()
+            yield from outcomes
+            if cut:
+                return  # the seeds after a cut one are not a contiguous prefix: drop them
             if deadline is not None and clock() >= deadline:
-                exhausted = True  # let the chunks in flight finish: their seeds are a contiguous prefix
+                exhausted = True  # the chunks in flight stop at the deadline too; what they finished is kept
     except KeyboardInterrupt:
         stop_workers(pool)
         for future in pending:  # what is already done, as long as the seeds stay in order
             if not future.done() or future.cancelled() or future.exception() is not None:
                 break
-            yield from future.result()
+            outcomes, cut = future.result()
+            yield from outcomes
+            if cut:
+                break
         pending = []
         raise
     finally:
@@ -226,12 +255,16 @@ class Tally:
     violations: int = 0
     groups: dict[str, Group] = attrs.Factory(dict)
     last_seed: int | None = None
+    unjudged: dict[str, Group] = attrs.Factory(dict)  # by kind: runs that ended before they could be judged
 
     def add(self, outcome: Outcome) -> Group | None:
         """Count an outcome; returns its group when it is a violation with a new signature."""
         self.seeds_run += 1
         self.events += outcome.events
         self.last_seed = outcome.seed
+        if outcome.unjudged is not None:
+            kind = outcome.unjudged[0]
+            self.unjudged.setdefault(kind, Group(kind, "", outcome)).seeds.append(outcome.seed)
         signature = outcome.signature
         if signature is None:
             return None

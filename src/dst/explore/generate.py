@@ -80,7 +80,9 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
                 early = rnd.random() < runs.cancel_early
                 cancel_at = max(0, at - pick(rnd, (1, 10_000))) if early else at + pick(rnd, (0, work + 30_000))
             drawn.append((at, work, cancel_at))
-        for run, (at, work, cancel_at) in enumerate(sorted(drawn), 1):  # runs numbered in submission order
+        # Runs numbered in submission order (a run never cancelled sorts after a tie that is: None has no order).
+        drawn.sort(key=lambda d: (d[0], d[1], d[2] is None, d[2] or 0))
+        for run, (at, work, cancel_at) in enumerate(drawn, 1):
             raw.append((at, "user", "submit", {"run": run, "work": work}))
             if cancel_at is not None:
                 raw.append((cancel_at, "user", "cancel", {"run": run}))

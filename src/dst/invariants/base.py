@@ -33,7 +33,8 @@ HOOKS = (
     "run_state",              # (run, state): a run entered a state
     "update_accepted",        # (run, token, what): an ack or terminal write was accepted
     "cancel_handled",         # (run): the server finished handling a cancel of the run
-    "quiet_period_over",      # (workers_alive): the run drained and the quiet period passed
+    "quiet_period_over",      # (workers_alive, busy): the drain and the quiet period passed; ``busy``: the
+                              # clients still at work (a drain that ran out): what they hold is live, not stranded
 )
 
 

@@ -89,6 +89,8 @@ class Ghost:
         self.run_states: dict[int, str] = {}
         self.current_claim: dict[int, int] = {}  # run -> token of its current claim
         self.run_worker: dict[int, str] = {}  # run -> the worker working on it
+        self.run_moved = 0  # when a run last changed state, was claimed, heartbeaten or worked on
+        self.quiet_from = 0  # when the quiet period began
 
     def watch(self, invariants: Iterable[str], *, leases: LeaseView | None, runs: RunView | None,
               bounds: Bounds) -> None:
@@ -198,13 +200,16 @@ class Ghost:
 
     def run_state(self, run: int, state: str) -> None:
         self.run_states[run] = state
+        self.run_moved = self.kernel.now
         for check in self._watchers["run_state"]:
             check(run, state)
 
     def claimed(self, run: int, token: int) -> None:
         self.current_claim[run] = token
+        self.run_moved = self.kernel.now
 
     def update_accepted(self, run: int, token: int, what: str) -> None:
+        self.run_moved = self.kernel.now
         for check in self._watchers["update_accepted"]:
             check(run, token, what)
 
@@ -226,6 +231,7 @@ class Ghost:
                 check(client, handle, None)
             return
         run = handle.run  # a run's claim
+        self.run_moved = self.kernel.now
         other = self.run_worker.get(run)
         self.run_worker[run] = client
         for check in self._work_started:
@@ -273,9 +279,9 @@ class Ghost:
                     for check in self._removed:
                         check(client, lease)
 
-    def quiet_period_over(self, workers_alive: bool) -> None:
+    def quiet_period_over(self, workers_alive: bool, busy: frozenset[str] = frozenset()) -> None:
         for check in self._watchers["quiet_period_over"]:
-            check(workers_alive)
+            check(workers_alive, busy)
 
     # --- what units ask ---------------------------------------------------------------------
 
@@ -307,6 +313,11 @@ class Ghost:
                  if n and self.limit_of.get(lease) == limit
                  and (not recognised_only or (self.view.expiry(lease) or 0) > now)]
         return f"; owners: {', '.join(parts)}" if parts else ""
+
+    def not_yet_due(self, lease: int) -> bool:
+        """``lease`` is valid, or expired too recently for the reaper to have been due: in a run still
+        moving (a drain that ran out), a lease granted or renewed late is live, not stranded."""
+        return (self.view.expiry(lease) or 0) + self.bounds.reclaim_within > self.kernel.now
 
     def recognised_claim(self, claim: Any) -> bool:
         held = self.runs_view.claim_of(claim.run) if self.runs_view is not None else None

@@ -154,14 +154,17 @@ class StrandedSlot(Invariant):
                 self.fail(f"L{lease} of {client}, which died at t={died}, still holds {g.owned.get(lease, 0)} "
                           f"slot(s) of {g.limit_of[lease]!r} {within}ms later ({g.lease_state(lease)})")
 
-    def quiet_period_over(self, workers_alive: bool) -> None:
+    def quiet_period_over(self, workers_alive: bool, busy: frozenset[str]) -> None:
         self.checks += 1
         g = self.g
+        at_work = {lease for lease in g.view.lease_ids() if g.not_yet_due(lease)} if busy else set()
         for limit in g.limits:
             count = g.view.count(limit)
-            if count != 0:
-                self.fail(f"after the quiet period count({limit})={count}{g.owners(limit)}")
-        left = g.view.lease_ids()
+            live = sum(g.owned.get(lease, 0) for lease in at_work if g.limit_of.get(lease) == limit)
+            if count != live:
+                held = f" ({live} held by leases not yet due for reaping)" if live else ""
+                self.fail(f"after the quiet period count({limit})={count}{held}{g.owners(limit)}")
+        left = [lease for lease in g.view.lease_ids() if lease not in at_work]
         if left:
             shown = ", ".join(f"L{lease}({g.live.get(lease, '?')})" for lease in left[:5])
             self.fail(f"after the quiet period {len(left)} lease(s) remain: {shown}")

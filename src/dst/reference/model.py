@@ -48,6 +48,10 @@ class ReferenceOptions:
     def __attrs_post_init__(self) -> None:
         if self.heartbeat_interval >= self.redelivery_timeout:
             raise OptionError("heartbeat_interval", f"less than redelivery_timeout ({self.redelivery_timeout}ms)")
+        # A worker not yet told of a cancel is sure to have stopped only once its claim could have lapsed:
+        # a shorter deadline cancels runs that are still being worked on.
+        if self.cancelling_timeout < self.redelivery_timeout:
+            raise OptionError("cancelling_timeout", f"at least redelivery_timeout ({self.redelivery_timeout}ms)")
 
 
 class Server:
@@ -109,7 +113,9 @@ def build(env: Env[ReferenceOptions]) -> System:
         bounds=Bounds(reclaim_within=o.ttl + o.reaper_interval,
                       transition_within=o.cancelling_timeout + o.sweep_interval + DEADLINE_TICK,
                       claim_timeout=o.redelivery_timeout,
-                      write_checks_lease=o.resource_contract == "token-and-lease"),
+                      redeliver_within=o.redelivery_timeout + o.poll_interval,
+                      write_checks_lease=o.resource_contract == "token-and-lease",
+                      renew_every=int(o.ttl * o.renew_fraction), heartbeat_every=o.heartbeat_interval),
     )
 
 

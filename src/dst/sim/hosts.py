@@ -323,8 +323,8 @@ class ServerHost:
 
     @property
     def idle(self) -> bool:
-        """No request is being handled (background loops aside)."""
-        return self.serving == 0
+        """Up and running, and no request is being handled (background loops aside)."""
+        return self.serving == 0 and self.up and self.paused_until <= self.kernel.now
 
     def pause(self, duration: int) -> None:
         """Freeze the process for ``duration``: it keeps its memory and goes on where it stopped."""
