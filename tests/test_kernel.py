@@ -78,3 +78,20 @@ def test_the_clock_refuses_to_go_backwards():
     kernel.run(10)
     with pytest.raises(ValueError):
         kernel.at(9, print)
+
+
+def test_the_checkpoint_is_called_at_the_counts_it_asks_for_and_can_end_the_run() -> None:
+    seen: list[int] = []
+
+    def checkpoint(events: int) -> int:
+        seen.append(events)
+        if events >= 25:
+            raise StopRun("budget")
+        return events + 10
+
+    kernel = Kernel(checkpoint, 5)
+    for t in range(100):
+        kernel.at(t, lambda _: None)
+    with pytest.raises(StopRun):
+        kernel.run(1_000)
+    assert seen == [5, 15, 25] and kernel.events == 25 and kernel.now == 24
