@@ -90,3 +90,22 @@ def test_sigkill_to_the_campaign_takes_its_workers_with_it(tmp_path):
     proc.kill()
     proc.wait(timeout=10)
     assert wait_for(lambda: not any(alive(pid) for pid in workers), 10), "workers outlived a killed campaign"
+
+
+@pytest.mark.parametrize("pool", [1, 2])
+def test_a_terminated_campaign_leaves_no_temp_file_of_a_model_behind(tmp_path, pool):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "dst", "fuzz", "--scenario",
+                             str(root / "examples/sqlite_leases/scenarios/default.toml"), "--count", "100000",
+                             "--workers", str(pool), "--no-findings", "--json"], cwd=root, env={**os.environ,
+                            "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert wait_for(lambda: any(temp.iterdir()), 30), "the model never opened its files"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert json.loads(out)["interrupted"]
+    assert wait_for(lambda: not any(temp.iterdir()), 10), sorted(p.name for p in temp.iterdir())
