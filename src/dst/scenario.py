@@ -191,7 +191,7 @@ class RunConfig:
     quiet: int = key(120_000, DURATION)
     drain_limit: int = key(600_000, DURATION)
     granularity: int = key(1, POSITIVE)  # generated times and durations are whole multiples of this
-    max_events: int = key(10_000_000, _count(1, 1_000_000_000))  # a run past this ends unjudged: over budget
+    max_events: int = key(2_000_000, _count(1, 1_000_000_000))  # a run past this ends unjudged: over budget
     scheduler: str = key("uniform", _one_of(SCHEDULERS))  # how the server picks the next ready handler step
 
 
