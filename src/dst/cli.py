@@ -3,13 +3,21 @@
 Exit codes: 0 no violation (``replay``: every finding reproduces exactly); 1 a violation
 (``run --check-determinism``: a run that did not replay identically; ``selftest``: a bug
 missed or a false alarm; ``replay``: a finding that no longer reproduces or diverged);
-2 a usage or input error (a bad flag, scenario or finding file); 130 a campaign
-interrupted before it found anything (Ctrl-C; 143 for SIGTERM).
+2 a usage or input error (a bad flag, scenario or finding file), or output that cannot be
+written (a full disk, an I/O error, standard output closed: said in one line); 130 a campaign
+interrupted before it found anything (Ctrl-C; 143 for SIGTERM); 141 a reader that went away
+(``dst run --trace | head``: the output stops quietly, as a tool that SIGPIPE ends, and the
+verdict is not given: 141 whatever it would have been).
+
+Every error is one line on stderr, ``dst: <file>: <key>: expected ...``, never a traceback; text
+from outside dst (names, paths, messages) is printed as text: never read as rich markup, and
+with control characters shown as escapes (``\\x1b``) rather than sent to the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -18,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, NoReturn, Sequence, TextIO, cast
 
 import attrs
 
@@ -28,12 +36,15 @@ from .explore.fuzz import (Outcome, Shard, StopRequest, Tally, Terminated, campa
 from .explore.swarm import swarm
 from .findings import FindingError, FolderError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
-from .plan import parse_duration
+from .plan import parse_duration, shorten
 from .runner import RunResult, check, run
-from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
+from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario, one_line
 from .sim.trace import first_difference, format_event
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
+_LINE_LIMIT = 1000  # characters of an error line, whatever the text it quotes
+MAX_WORKERS = 1024
 
 
 class UsageError(Exception):
@@ -47,30 +58,51 @@ class _Parser(argparse.ArgumentParser):
 
 # --- argument types ---------------------------------------------------------------------------------
 
+def _whole(text: str) -> int | None:
+    """A number in decimal digits, or None (other characters, or more digits than Python converts: 4,300)."""
+    if not re.fullmatch(r"[0-9]+", text):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 def _seed(text: str) -> int:
-    if not re.fullmatch(r"\d+", text):
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
-    return int(text)
+    seed = _whole(text)
+    if seed is None:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {shorten(text)}")
+    return seed
 
 
 def _positive(text: str) -> int:
-    if not re.fullmatch(r"\d+", text) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
+    n = _whole(text)
+    if n is None or n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {shorten(text)}")
+    return n
+
+
+def _workers(text: str) -> int:
+    n = _whole(text)
+    if n is None or not 1 <= n <= MAX_WORKERS:  # each is a process: a slip of a digit is not a request for more
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to {MAX_WORKERS:,}, got {shorten(text)}")
+    return n
 
 
 def _seed_range(text: str) -> tuple[int, int]:
-    m = re.fullmatch(r"(\d+):(\d+)", text)
-    if not m or int(m.group(1)) >= int(m.group(2)):
-        raise argparse.ArgumentTypeError(f"expected A:B with A < B (seeds A up to B-1), got {text!r}")
-    return int(m.group(1)), int(m.group(2))
+    first, _, stop = text.partition(":")
+    a, b = _whole(first), _whole(stop)
+    if a is None or b is None or a >= b:
+        raise argparse.ArgumentTypeError(f"expected A:B with A < B (seeds A up to B-1), got {shorten(text)}")
+    return a, b
 
 
 def _shard(text: str) -> Shard:
-    m = re.fullmatch(r"(\d+)/(\d+)", text)
-    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
-    return Shard(int(m.group(1)), int(m.group(2)))
+    index, _, count = text.partition("/")
+    k, n = _whole(index), _whole(count)
+    if k is None or n is None or not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {shorten(text)}")
+    return Shard(k, n)
 
 
 def _seconds(text: str) -> float:
@@ -120,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--count", type=_positive, metavar="N", help="seeds 1 to N")
     p.add_argument("--time-budget", type=_seconds, metavar="DURATION", help="stop starting seeds after this, e.g. 90s")
     p.add_argument("--shard", type=_shard, metavar="K/N", help="only the seeds s with s %% N == K-1 (CI job K of N)")
-    p.add_argument("--workers", type=_positive, default=os.cpu_count() or 1, metavar="N",
+    p.add_argument("--workers", type=_workers, default=min(os.cpu_count() or 1, MAX_WORKERS), metavar="N",
                    help="parallel processes (default: the number of cores); results do not depend on it")
     p.add_argument("--no-swarm", dest="swarm", action="store_false",
                    help="run every seed with the scenario's faults as written (default: each seed picks them)")
@@ -167,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wall time per bug (default 60s)")
     p.add_argument("--clean-seeds", type=_positive, default=100, metavar="N",
                    help="seeds per scenario with its bug switched off (default 100)")
-    p.add_argument("--workers", type=_positive, default=os.cpu_count() or 1, metavar="N",
+    p.add_argument("--workers", type=_workers, default=min(os.cpu_count() or 1, MAX_WORKERS), metavar="N",
                    help="parallel processes (default: the number of cores)")
     p.add_argument("--no-swarm", dest="swarm", action="store_false", help="run the scenarios as written")
     p.add_argument("--findings", metavar="DIR", help="also minimize each bug's violation and write it as a finding here")
@@ -183,6 +215,31 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``dst`` command; returns its exit code. Standard output is flushed here, not at the interpreter's
+    exit, so a write that fails is said (or, for a closed pipe, silenced) while the exit code can still say so."""
+    out, err = sys.stdout, sys.stderr
+    sys.stderr = _Stream.around(err, "errors") if err is not None else io.StringIO()  # 2>&-: nowhere to say anything
+    try:
+        if out is None:  # >&-: no result could be seen, so nothing is run
+            _error("dst: cannot write output: standard output is closed")
+            return EXIT_USAGE
+        sys.stdout = _Stream.around(out, "output")
+        try:
+            code = _main(argv)
+            sys.stdout.flush()
+            return code
+        except _OutputError as e:
+            # The interpreter flushes again at exit: that must go nowhere rather than fail with a traceback.
+            _silence(out if e.stream == "output" else err)
+            if e.broken_pipe:
+                return EXIT_BROKEN_PIPE
+            _error(f"dst: cannot write {e.stream}: {e.why}")
+            return EXIT_USAGE
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         args = build_parser().parse_args(argv)
@@ -190,27 +247,92 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse's --help and --version
         return e.code if isinstance(e.code, int) else EXIT_OK
     except UsageError as e:
-        print(str(e), file=sys.stderr)
+        _error(str(e))
         return EXIT_USAGE
     except (ScenarioError, FindingError, ModelError, FolderError) as e:
-        print(f"dst: {e}", file=sys.stderr)
+        _error(f"dst: {e}")
         return EXIT_USAGE
     except Terminated:
-        print("dst: terminated", file=sys.stderr)
+        _error("dst: terminated")
         return EXIT_TERMINATED
     except KeyboardInterrupt:
-        print("dst: interrupted", file=sys.stderr)
+        _error("dst: interrupted")
         return EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _error(line: str) -> None:
+    """One line on stderr, safe to print (``one_line``); a stderr that cannot take it has nowhere to say so."""
+    try:
+        print(one_line(line, _LINE_LIMIT), file=sys.stderr)
+        sys.stderr.flush()
+    except _OutputError:
+        pass
+
+
+class _OutputError(Exception):
+    """Standard output or error cannot take what dst writes: a full disk, an I/O error, a closed pipe."""
+
+    def __init__(self, stream: str, error: OSError) -> None:
+        super().__init__(stream, error)
+        self.stream, self.why = stream, error.strerror or type(error).__name__
+        self.broken_pipe = isinstance(error, BrokenPipeError)
+
+
+class _Stream:
+    """``sys.stdout`` or ``sys.stderr`` as dst writes to it: a character the stream's encoding cannot hold
+    is written as its escape (``PYTHONIOENCODING=ascii``), and a failed write is an :class:`_OutputError`,
+    told apart from any other OSError a run might raise. Everything else is the stream's own."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self._stream, self._name = stream, name
+
+    @classmethod
+    def around(cls, stream: TextIO, name: str) -> TextIO:
+        return cast(TextIO, cls(stream, name))  # a TextIO in all it is asked for: write, flush, the rest passed on
+
+    def write(self, text: str) -> int:
+        try:
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:  # raised before anything is written: the text again, escaped
+                encoding = self._stream.encoding or "utf-8"
+                return self._stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        except OSError as e:
+            raise _OutputError(self._name, e) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            raise _OutputError(self._name, e) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _silence(stream: TextIO | None) -> None:
+    """Point the stream's descriptor at /dev/null, as the Python docs advise on SIGPIPE: what is still
+    buffered then goes nowhere at exit instead of failing again."""
+    try:
+        fd = stream.fileno() if stream is not None else -1
+    except (OSError, ValueError):  # not a real file (in-process: a test's capture)
+        return
+    if fd >= 0:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
 
 
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    # Piped output keeps one event per line (rich would wrap at 80 columns).
-    return Console(file=stream, highlight=False, soft_wrap=True, width=None if stream.isatty() else 200)
+    # Piped output keeps one event per line (rich would wrap at 80 columns). No markup and no emoji codes
+    # in strings: what dst prints with a style is a rich.text.Text, so a name like "[/]" or ":bug:" stays as written.
+    return Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=True,
+                   width=None if stream.isatty() else 200)
 
 
 def _check_slugs(slugs: list[str], impl: str) -> None:
@@ -271,7 +393,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             out["determinism"] = "identical" if divergence is None else divergence
         print(json.dumps(out, indent=2))
     else:
-        from .render import render_events, render_run
+        from .render import plain, render_events, render_run
 
         console = _console()
         if args.trace:
@@ -280,13 +402,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         render_run(console, scenario, result, wall)
         if not result.ok:
             again = reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model)
-            console.print(f"\nthe whole run:  [cyan]{again} --trace[/]")
-            console.print(f"minimize it:    [cyan]{again.replace('dst run', 'dst shrink', 1)}[/]")
+            console.print()
+            console.print(plain("the whole run:  ", (f"{again} --trace", "cyan")))
+            console.print(plain("minimize it:    ", (again.replace("dst run", "dst shrink", 1), "cyan")))
         if args.check_determinism:
             if divergence is None:
-                console.print("[bold green]determinism[/]: a fresh process with another PYTHONHASHSEED gave the same trace")
+                console.print(plain(("determinism", "bold green"),
+                                    ": a fresh process with another PYTHONHASHSEED gave the same trace"))
             else:
-                console.print(f"[bold red]determinism[/]: {divergence}")
+                console.print(plain(("determinism", "bold red"), f": {divergence}"))
     if divergence is not None:
         return EXIT_VIOLATION
     return EXIT_OK if result.ok else EXIT_VIOLATION
@@ -494,7 +618,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
     ready(Path(args.findings))
     shrunk = minimize(scenario, args.seed, use_swarm=args.swarm, max_runs=args.max_runs, seconds=args.time_budget)
     if shrunk is None:
-        print(f"dst shrink: seed {args.seed} violates nothing: nothing to minimize", file=sys.stderr)
+        _error(f"dst shrink: seed {args.seed} violates nothing: nothing to minimize")
         return EXIT_OK
     origin = {"scenario": scenario.source, "seed": args.seed, "swarm": args.swarm}
     recorded = record(shrunk, Path(args.findings), origin)
@@ -506,14 +630,16 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
+        from .render import plain
+
         console = _console()
-        console.print(f"[bold red]{v.invariant}[/]: {v.message}")
+        console.print(plain((v.invariant, "bold red"), f": {v.message}"))
         console.print(f"minimized {shrunk.steps_before} steps to {shrunk.steps_after} in {shrunk.runs} runs, "
                       f"{shrunk.seconds:.1f}s ({shrunk.stop.value})")
         for step in shrunk.scenario.steps or ():
-            console.print(f"  {step.describe()}")
+            console.print(plain(f"  {step.describe()}"))
         verb = "wrote" if recorded.written else "already known as"
-        console.print(f"{verb} [cyan]{recorded.path}[/]")
+        console.print(plain(f"{verb} ", (str(recorded.path), "cyan")))
     return EXIT_VIOLATION
 
 
@@ -521,7 +647,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from .findings import REPRODUCES, read, replay
-    from .render import render_timeline
+    from .render import plain, render_timeline
 
     console = _console()
     verdicts: list[dict[str, Any]] = []
@@ -530,7 +656,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         try:
             finding = read(name, model=args.model)
         except FindingError as e:
-            print(f"dst: {e}", file=sys.stderr)
+            _error(f"dst: {e}")
             bad_input = True
             continue
         outcome = replay(finding)
@@ -543,12 +669,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         if args.json:
             continue
         if not args.quiet:
-            console.rule(name)
+            console.rule(plain(name))
             render_timeline(console, outcome.result)
         style = "bold green" if outcome.status == REPRODUCES else "bold red"
-        console.print(f"[{style}]{name}: {outcome.explain()}[/]")
+        console.print(plain((f"{name}: {outcome.explain()}", style)))
         if event is not None:
-            console.print(f"  first differing event ({outcome.first_difference}): {format_event(event)}")
+            console.print(plain(f"  first differing event ({outcome.first_difference}): {format_event(event)}"))
     if args.json:
         print(json.dumps(verdicts, indent=2))
     if bad_input:
@@ -576,7 +702,7 @@ def _cmd_bugs(args: argparse.Namespace) -> int:
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
     from .explore.selftest import find_bug, stay_clean
-    from .render import render_selftest
+    from .render import plain, render_selftest
 
     _check_slugs(args.bug, args.model)
     if args.findings:
@@ -591,7 +717,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         found = []
         for slug in slugs:
             if not args.json:
-                console.print(f"hunting {slug} ...", style="dim")
+                console.print(plain((f"hunting {slug} ...", "dim")))
             found.append(find_bug(slug, impl=args.model, max_seeds=args.max_seeds, seconds=args.time_budget, **options))
         recorded = {}
         if args.findings:
@@ -599,7 +725,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         clean = []
         for slug in slugs:
             if not args.json:
-                console.print(f"checking {slug} with its bug off ...", style="dim")
+                console.print(plain((f"checking {slug} with its bug off ...", "dim")))
             clean.append(stay_clean(slug, impl=args.model, count=args.clean_seeds, **options))
     finally:
         if executor is not None:
@@ -628,13 +754,14 @@ def _selftest_findings(args: argparse.Namespace, found: list[Any], console: Any,
     from .explore.selftest import smallest_finding
     from .findings import signature
     from .invariants import shape
+    from .render import plain
 
     recorded = {}
     for row in found:
         if not row.ok:
             continue
         if not args.json:
-            console.print(f"minimizing {row.slug} ...", style="dim")
+            console.print(plain((f"minimizing {row.slug} ...", "dim")))
         first = Outcome(row.first_seed, 0, row.hit, row.message)
         shrunk = smallest_finding(row.slug, first, impl=args.model, candidates=args.shrink_candidates, **options)
         origin = {"scenario": shrunk.scenario.source, "seed": shrunk.seed, "swarm": args.swarm,

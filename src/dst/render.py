@@ -1,4 +1,8 @@
-"""Rich renderings of runs, violations and traces (presentation only)."""
+"""Rich renderings of runs, violations and traces (presentation only).
+
+Text from outside dst (a scenario's name, a path, a model's messages and trace details, a command) is
+printed through :func:`plain`: never read as markup, its control characters shown as escapes.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,22 @@ from rich.text import Text
 from .faults import FAULT_ACTIONS, FAULTS
 from .models import DEFAULT_IMPL
 from .runner import RunResult
-from .scenario import Scenario
+from .scenario import Scenario, one_line
 from .sim.trace import Event, format_event, format_time
 
 _ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",
                  "drop": "dim red", **{kind.action: kind.style for kind in FAULTS if kind.target == "client"},
                  **{kind.drawn_as: kind.style for kind in FAULTS if kind.pinned}}
+
+
+def plain(*parts: str | tuple[str, str]) -> Text:
+    """Parts, each a string or (string, style), as one rich Text: never markup (``"[/]"`` is printed as
+    written, where rich would fail on it), control characters escaped (``one_line``)."""
+    text = Text()
+    for part in parts:
+        chunk, style = (part, "") if isinstance(part, str) else part
+        text.append(one_line(chunk), style=style)
+    return text
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -34,33 +48,33 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("scenario", f"{scenario.name} ({scenario.source})")
+    table.add_row("scenario", plain(f"{scenario.name} ({scenario.source})"))
     if result.model != DEFAULT_IMPL:
-        table.add_row("model", result.model)
+        table.add_row("model", plain(result.model))
     table.add_row("seed", str(result.seed))
     if result.bugs:
-        table.add_row("bugs on", ", ".join(result.bugs))
+        table.add_row("bugs on", plain(", ".join(result.bugs)))
     table.add_row("virtual time", format_time(result.virtual_time))
     table.add_row("events", f"{result.events:,} kernel events, {len(result.trace):,} in the trace")
     table.add_row("plan", _plan_summary(result))
-    table.add_row("faults", _counts(result.faults))
-    table.add_row("jobs ended", _counts(result.jobs))
-    table.add_row("invariants", f"{', '.join(result.invariants)} ({result.checks:,} checks)")
+    table.add_row("faults", plain(_counts(result.faults)))
+    table.add_row("jobs ended", plain(_counts(result.jobs)))
+    table.add_row("invariants", plain(f"{', '.join(result.invariants)} ({result.checks:,} checks)"))
     if result.unjudged is not None:
-        table.add_row("result", Text(f"no violation, but {result.unjudged.kind}: {result.unjudged.why}",
-                                     style="bold yellow"))
+        table.add_row("result", plain((f"no violation, but {result.unjudged.kind}: {result.unjudged.why}",
+                                       "bold yellow")))
     elif result.violation is None:
         table.add_row("result", Text("no violation", style="bold green"))
     else:
         v = result.violation
-        table.add_row("result", Text(f"VIOLATION of {v.invariant} at t={format_time(v.time)}", style="bold red"))
+        table.add_row("result", plain((f"VIOLATION of {v.invariant} at t={format_time(v.time)}", "bold red")))
     table.add_row("digest", result.digest)
     table.add_row("wall time", f"{wall_seconds:.3f}s")
     console.print(table)
     if result.violation is not None:
         v = result.violation
         console.print()
-        console.print(Text(f"{v.invariant}: {v.message}", style="bold red"))
+        console.print(plain((f"{v.invariant}: {v.message}", "bold red")))
         console.print(Text(f"detected at t={format_time(v.time)}, trace event {v.step}; the steps that led to it:",
                            style="bold"))
         render_events(console, v.last_events)
@@ -68,7 +82,7 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
 
 def render_events(console: Console, events: Iterable[Event]) -> None:
     for event in events:
-        console.print(Text(format_event(event), style=_ACTION_STYLE.get(event[2], "")))
+        console.print(plain((format_event(event), _ACTION_STYLE.get(event[2], ""))))
 
 
 class FuzzProgress:
@@ -106,11 +120,11 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("scenario", f"{report['scenario']} ({report['source']})")
+    grid.add_row("scenario", plain(f"{report['scenario']} ({report['source']})"))
     if report.get("model", DEFAULT_IMPL) != DEFAULT_IMPL:
-        grid.add_row("model", report["model"])
+        grid.add_row("model", plain(report["model"]))
     if report["bugs"]:
-        grid.add_row("bugs on", ", ".join(report["bugs"]))
+        grid.add_row("bugs on", plain(", ".join(report["bugs"])))
     grid.add_row("seeds", f"{report['seeds_run']:,} run ({span}{', shard ' + seeds['shard'] if seeds['shard'] else ''})"
                  f"{', swarm' if report['swarm'] else ''}")
     grid.add_row("speed", f"{report['seeds_per_second']} seeds/s, {report['events']:,} events in {report['wall_seconds']}s")
@@ -118,9 +132,9 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
     grid.add_row("result", Text(f"{report['violations']} violation(s) in {len(report['signatures'])} signature(s)"
                                 + (" (interrupted)" if report["interrupted"] else ""), style=style))
     for group in report["unjudged"]:
-        grid.add_row(group["kind"], Text(f"{group['count']} seed(s) not judged in full; first, seed "
-                                         f"{group['first_seed']}: {group['why']} ({group['reproduce']})",
-                                         style="yellow"))
+        grid.add_row(plain(group["kind"]), plain((f"{group['count']} seed(s) not judged in full; first, seed "
+                                                  f"{group['first_seed']}: {group['why']} ({group['reproduce']})",
+                                                  "yellow")))
     console.print(grid)
     if not report["signatures"]:
         return
@@ -130,44 +144,44 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
     table.add_column("first violation")
     table.add_column("reproduce")
     for sig in report["signatures"]:
-        table.add_row(sig["invariant"], f"{sig['count']}", f"seed {sig['first_seed']}: {sig['message']}",
-                      Text(sig["reproduce"], style="cyan"))
+        table.add_row(plain(sig["invariant"]), f"{sig['count']}", plain(f"seed {sig['first_seed']}: {sig['message']}"),
+                      plain((sig["reproduce"], "cyan")))
     console.print(table)
     for f in report.get("findings", []):
         verb = "wrote" if f["new"] else "already known:"
-        console.print(f"{verb} [cyan]{f['path']}[/] ({f['steps_before']} steps minimized to {f['steps_after']} "
-                      f"in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)")
+        console.print(plain(f"{verb} ", (f["path"], "cyan"), f" ({f['steps_before']} steps minimized to "
+                            f"{f['steps_after']} in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)"))
 
 
 def render_bugs(console: Console, model: str, bugs: Iterable[Any]) -> None:
     """Each bug: its slug, what it breaks (the invariant it breaks first leading), what is wrong, its story."""
     listed = list(bugs)
-    console.print(Text(f"{len(listed)} bugs {model} can switch on (--bug SLUG, or bugs = [...] in a scenario):",
-                       style="bold"))
+    console.print(plain((f"{len(listed)} bugs {model} can switch on (--bug SLUG, or bugs = [...] in a scenario):",
+                         "bold")))
     for bug in listed:
         console.print()
-        console.print(Text(bug.slug, style="bold cyan"), Text(f"breaks {', '.join(bug.breaks)}; "
-                                                              f"its story takes {bug.sketch_steps} steps"))
-        console.print(Text(f"  {bug.summary}"))
+        console.print(plain((bug.slug, "bold cyan")), plain(f"breaks {', '.join(bug.breaks)}; "
+                                                            f"its story takes {bug.sketch_steps} steps"))
+        console.print(plain(f"  {bug.summary}"))
         if bug.story:
-            console.print(Text(f"  {bug.story}", style="dim"))
+            console.print(plain((f"  {bug.story}", "dim")))
 
 
 def render_selftest(console: Console, found: list[Any], clean: list[Any],
                     recorded: dict[str, dict[str, Any]] | None = None, model: str = DEFAULT_IMPL) -> None:
     whose = "every catalogue bug" if model == DEFAULT_IMPL else f"every bug of {model}"
-    table = Table(title=f"{whose}, found by fuzzing its scenario")
+    table = Table(title=plain(f"{whose}, found by fuzzing its scenario"))
     columns = [("slug", "left"), ("expected", "left"), ("hit", "left"), ("seeds", "right"), ("first seed", "right"),
                ("seconds", "right")] + ([("minimized", "right"), ("finding", "left")] if recorded else [])
     for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in found:
-        hit = Text(row.hit or "missed", style="green" if row.ok else "bold red")
-        cells = [row.slug, " / ".join(row.expected), hit, str(row.seeds), str(row.first_seed or "-"),
-                 f"{row.seconds:.2f}"]
+        hit = plain((row.hit or "missed", "green" if row.ok else "bold red"))
+        cells: list[str | Text] = [plain(row.slug), plain(" / ".join(row.expected)), hit, str(row.seeds),
+                                   str(row.first_seed or "-"), f"{row.seconds:.2f}"]
         if recorded:
             r = recorded.get(row.slug)
-            cells += [f"{r['steps_before']} -> {r['steps_after']}" if r else "-", r["path"] if r else "-"]
+            cells += [f"{r['steps_before']} -> {r['steps_after']}" if r else "-", plain(r["path"]) if r else "-"]
         table.add_row(*cells)
     console.print(table)
     seeds = sum(r.seeds for r in clean)
@@ -176,13 +190,13 @@ def render_selftest(console: Console, found: list[Any], clean: list[Any],
         console.print(Text(f"the correct model was accused {len(bad)} time(s) in {seeds} seeds:", style="bold red"))
         for r in clean:
             for v in r.violations:
-                console.print(f"  {r.slug} seed {v.seed}: {v.invariant}: {v.message}")
+                console.print(plain(f"  {r.slug} seed {v.seed}: {v.invariant}: {v.message}"))
     else:
         console.print(Text(f"with the bugs off: no violation in {seeds} seeds over {len(clean)} scenarios",
                            style="bold green"))
     missed = [r.slug for r in found if not r.ok]
     if missed:
-        console.print(Text(f"missed or wrong invariant: {', '.join(missed)}", style="bold red"))
+        console.print(plain((f"missed or wrong invariant: {', '.join(missed)}", "bold red")))
 
 
 _PLAN_KINDS = {"job", "resume", "boot", *FAULT_ACTIONS}
@@ -201,15 +215,15 @@ def render_timeline(console: Console, result: RunResult) -> None:
     actors = sorted({e[1] for e in result.trace}, key=_lane_order)
     lane = {a: i for i, a in enumerate(actors)}
     header = " ".join(f"{a:^3}"[:3] if len(a) <= 3 else a[:3] for a in actors)
-    console.print(Text(f"{'time':>10}  {header}  event", style="bold"))
+    console.print(plain((f"{'time':>10}  {header}  event", "bold")))
     for event in result.trace:  # formatted: details as text
         time, actor, kind, detail = event
         marks = ["·"] * len(actors)
         marks[lane[actor]] = "▶" if kind in _PLAN_KINDS else "●"
         lanes = " ".join(f" {m} " for m in marks)
         style = _ACTION_STYLE.get(kind, "bold" if kind in _PLAN_KINDS else "")
-        console.print(Text(f"{format_time(time):>10}  {lanes}  {actor} {kind} {detail}".rstrip(), style=style))
+        console.print(plain((f"{format_time(time):>10}  {lanes}  {actor} {kind} {detail}".rstrip(), style)))
     v = result.violation
     if v is not None:
-        console.print(Text(f"{format_time(v.time):>10}  {'':{len(actors) * 4 - 1}}  ✗ {v.invariant}: {v.message}",
-                           style="bold red reverse"))
+        console.print(plain((f"{format_time(v.time):>10}  {'':{len(actors) * 4 - 1}}  ✗ {v.invariant}: {v.message}",
+                             "bold red reverse")))

@@ -9,7 +9,9 @@ was expected; the CLI prints it and exits 2. The schema is documented in ``docs/
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -33,6 +35,21 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 class ScenarioError(ValueError):
     """A scenario file is malformed; ``str()`` is the one line to show the user."""
+
+
+PATH_LIMIT = 160  # characters of a file's name in an error line: its start, and its end that names the file
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """User text made safe to print, in an error line or in rich output: every character a terminal would
+    act on rather than show (ESC, CR, a line break, a bidi override, a lone surrogate) written as its
+    Python escape (``\\x1b``), and a text longer than ``limit`` cut in the middle (so a path keeps its
+    file name). Markup is not this function's business: rich output passes it on as ``rich.text.Text``."""
+    shown = text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if limit is None or len(shown) <= limit:
+        return shown
+    keep = max(1, (limit - 25) // 2)
+    return f"{shown[:keep]}...({len(text):,} characters)...{shown[-keep:]}"
 
 
 class _Inner(ValueError):
@@ -307,8 +324,9 @@ class Scenario:
 # --- reading ------------------------------------------------------------------------------------------
 
 def _key(key: str) -> str:
-    """A key as TOML would spell it: bare when it can be, quoted (and escaped, so one line) when not."""
-    return key if _BARE_KEY.match(key) else repr(key)
+    """A key as TOML would spell it: bare when it can be, quoted (and escaped, so one line) when not;
+    a long one shortened, as a value is."""
+    return key if _BARE_KEY.match(key) and len(key) <= 40 else shorten(key)
 
 
 class _Reader:
@@ -316,10 +334,11 @@ class _Reader:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self.where = one_line(source, PATH_LIMIT)  # the file as error lines name it
 
     def fail(self, path: str, expected: str, got: object = attrs.NOTHING) -> ScenarioError:
         tail = "" if got is attrs.NOTHING else f", got {shorten(got)}"
-        return ScenarioError(f"{self.source}: {path}: expected {expected}{tail}")
+        return ScenarioError(f"{self.where}: {path}: expected {expected}{tail}")
 
     def table(self, doc: dict[str, Any], name: str, path: str, allowed: tuple[str, ...]) -> dict[str, Any]:
         value = doc.get(name, {})
@@ -339,9 +358,9 @@ class _Reader:
         try:
             return read(doc[name])
         except _Inner as e:
-            raise ScenarioError(f"{self.source}: {where}.{e.key}: {e}") from None
+            raise ScenarioError(f"{self.where}: {where}.{e.key}: {e}") from None
         except ValueError as e:
-            raise ScenarioError(f"{self.source}: {where}: {e}") from None
+            raise ScenarioError(f"{self.where}: {where}: {e}") from None
 
     def section(self, doc: dict[str, Any], path: str, cls: type, defaults: Any = None) -> Any:
         """A config section, every key read by its declared kind (missing keys from ``defaults``, if given)."""
@@ -361,7 +380,7 @@ class _Reader:
         try:
             model = resolve(impl)
         except ModelError as e:
-            raise ScenarioError(f"{self.source}: model.impl: {e}") from None
+            raise ScenarioError(f"{self.where}: model.impl: {e}") from None
         fields = attrs.fields(model.options) if model.options is not None else ()
         allowed = own + tuple(f.name for f in fields)
         for k in t:
@@ -478,7 +497,7 @@ def _steps(r: _Reader, doc: dict[str, Any], limits: dict[str, int], default_limi
         try:
             step = step_from_mapping(raw, default_id=i + 1)
         except ValueError as e:
-            raise ScenarioError(f"{r.source}: steps[{i}].{e}") from None
+            raise ScenarioError(f"{r.where}: steps[{i}].{e}") from None
         if step.id in seen:
             raise r.fail(f"steps[{i}].id", "an id no other step has", step.id)
         seen.add(step.id)
@@ -508,19 +527,52 @@ def load_scenario(path: str | Path | None = None, *, model: str | None = None) -
         text = resources.files("dst").joinpath(f"scenarios/{name}.toml").read_text(encoding="utf-8")
         return scenario_from_doc(tomllib.loads(text), EMBEDDED if name == DEFAULT_NAME else f"<embedded {name}>",
                                  model)
-    source = str(path)
+    return scenario_from_doc(read_toml(path, missing="no such file (nor the name of a scenario shipped with dst, "
+                                                     "such as 'default', 'runs' or a bug's slug)"), str(path), model)
+
+
+MAX_FILE_BYTES = 64 << 20  # far past any scenario or finding: a stray huge file is not read whole into memory
+
+
+def read_toml(path: str | Path, *, missing: str = "no such file") -> dict[str, Any]:
+    """The TOML document in a file, or a :class:`ScenarioError` in one line naming the file and what is wrong.
+
+    Only a regular file is read: a FIFO would block and a device might never end."""
+    where = one_line(str(path), PATH_LIMIT)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer opens at once (to be refused)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                what = "a folder" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+                raise ScenarioError(f"{where}: cannot read the file (it is {what}, not a regular file)")
+            with open(fd, "rb", closefd=False) as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
+    except ScenarioError:
+        raise
     except FileNotFoundError:
-        raise ScenarioError(f"{source}: no such file (nor the name of a scenario shipped with dst, such as "
-                            f"'default', 'runs' or a bug's slug)") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ScenarioError(f"{source}: cannot read the file ({type(e).__name__})") from None
+        raise ScenarioError(f"{where}: {missing}") from None
+    except OSError as e:
+        raise ScenarioError(f"{where}: cannot read the file ({e.strerror or type(e).__name__})") from None
+    except ValueError as e:  # a NUL in the path
+        raise ScenarioError(f"{where}: cannot read the file ({e})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{where}: cannot read the file (larger than {MAX_FILE_BYTES >> 20} MiB)")
     try:
-        doc = tomllib.loads(text)
+        text = data.decode("utf-8-sig")  # -sig: a byte-order mark some editors write is not a TOML error
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{where}: cannot read the file (not UTF-8 text: byte {e.start + 1} is "
+                            f"{data[e.start]:#04x})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{source}: not valid TOML: {e}") from None
-    return scenario_from_doc(doc, source, model)
+        raise ScenarioError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
+        raise ScenarioError(f"{where}: not valid TOML for dst: arrays or inline tables nested too deep") from None
+    except ValueError as e:  # int()'s own limit, which tomllib lets through: an integer of over 4,300 digits
+        raise ScenarioError(f"{where}: not valid TOML for dst: {str(e).split(';')[0]}") from None
 
 
 def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None) -> Scenario:

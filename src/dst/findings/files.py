@@ -18,7 +18,6 @@ import os
 import re
 import stat
 import tempfile
-import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -29,8 +28,8 @@ from .. import __version__
 from ..faults import FAULTS, fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
-from ..plan import parse_duration
-from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
+from ..plan import parse_duration, shorten
+from ..scenario import PATH_LIMIT, Scenario, ScenarioError, one_line, read_toml, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event, format_time
 
 FORMAT = 1
@@ -182,8 +181,8 @@ def existing(directory: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for path in _finding_files(directory):
         try:
-            meta = tomllib.loads(path.read_text(encoding="utf-8")).get("finding", {})
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
+            meta = read_toml(path).get("finding", {})
+        except ScenarioError:
             continue
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             continue
@@ -207,10 +206,17 @@ def ready(directory: Path) -> Path:
         os.close(fd)
         os.unlink(probe)
     except FileExistsError:
-        raise FolderError(f"{directory}: expected a folder for findings, but it is a file") from None
+        raise FolderError(f"{_where(directory)}: expected a folder for findings, but it is a file") from None
     except OSError as e:
-        raise FolderError(f"{directory}: cannot write findings there ({e.strerror or type(e).__name__})") from None
+        raise FolderError(f"{_where(directory)}: cannot write findings there ({e.strerror or type(e).__name__})") from None
+    except ValueError as e:  # a NUL in the name
+        raise FolderError(f"{_where(directory)}: cannot write findings there ({e})") from None
     return directory
+
+
+def _where(path: Path) -> str:
+    """A file or folder as an error line names it."""
+    return one_line(str(path), PATH_LIMIT)
 
 
 @contextmanager
@@ -262,44 +268,44 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
     """Read and check a finding file; a malformed one raises :class:`FindingError` (one line). ``model``
     names a model to run it on instead of the one it recorded (``dst replay --model``)."""
     path = Path(path)
+    where = _where(path)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FindingError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise FindingError(f"{path}: cannot read the file ({type(e).__name__})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise FindingError(f"{path}: not valid TOML: {e}") from None
+        doc = read_toml(path)
+    except ScenarioError as e:
+        raise FindingError(str(e)) from None
     meta = doc.pop("finding", None)
     if not isinstance(meta, dict):
-        raise FindingError(f"{path}: finding: expected a [finding] table (is this a finding file?)")
+        raise FindingError(f"{where}: finding: expected a [finding] table (is this a finding file?)")
 
     def need(key: str, kind: type, what: str) -> Any:
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise FindingError(f"{path}: finding.{key}: expected {what}, got {value!r}")
+            raise FindingError(f"{where}: finding.{key}: expected {what}, got {shorten(value)}")
         return value
 
     if meta.get("format") != FORMAT:
-        raise FindingError(f"{path}: finding.format: expected {FORMAT}, got {meta.get('format')!r}")
+        raise FindingError(f"{where}: finding.format: expected {FORMAT}, got {shorten(meta.get('format'))}")
     seed = need("seed", int, "the integer seed")
     if seed < 0:
-        raise FindingError(f"{path}: finding.seed: expected a non-negative integer, got {seed!r}")
+        raise FindingError(f"{where}: finding.seed: expected a non-negative integer, got {shorten(seed)}")
     prints = meta.get("fingerprints", [])
     if not isinstance(prints, list) or not all(isinstance(p, str) for p in prints):
-        raise FindingError(f"{path}: finding.fingerprints: expected a list of strings")
+        raise FindingError(f"{where}: finding.fingerprints: expected a list of strings")
     try:
         scenario = scenario_from_doc(doc, str(path), model)
-        time = parse_duration(need("time", str, "a time such as '44.637s'"))
     except ScenarioError as e:
         raise FindingError(str(e)) from None
+    recorded = need("time", str, "a time such as '44.637s'")  # a FindingError of its own, not a bad duration
+    try:
+        time = parse_duration(recorded)
     except ValueError as e:
-        raise FindingError(f"{path}: finding.time: {e}") from None
+        raise FindingError(f"{where}: finding.time: {e}") from None
     if not scenario.steps:
-        raise FindingError(f"{path}: steps: expected the finding's steps (at least one)")
+        raise FindingError(f"{where}: steps: expected the finding's steps (at least one)")
     invariant = need("invariant", str, "an invariant id")
     if invariant not in scenario.invariants:
-        raise FindingError(f"{path}: finding.invariant: expected one of the scenario's invariants, got {invariant!r}")
+        raise FindingError(f"{where}: finding.invariant: expected one of the scenario's invariants, "
+                           f"got {shorten(invariant)}")
     origin, minimizer = meta.get("origin", {}), meta.get("minimizer", {})
     return Finding(
         scenario=scenario, seed=seed, invariant=invariant, message=need("message", str, "the violation's message"),
