@@ -10,6 +10,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+import attrs
 import pytest
 
 import dst
@@ -69,6 +70,23 @@ def test_a_run_leaves_no_database_behind():
     before = set(glob.glob(pattern))
     run(load_scenario(EXAMPLE / "scenarios" / "leases-in-memory.toml"), 3)
     assert set(glob.glob(pattern)) == before
+
+
+def test_a_run_stopped_or_refused_after_its_build_leaves_no_database_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    scenario = load_scenario(EXAMPLE / "scenarios" / "default.toml")
+    busy = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, clients=40))  # past 20,000 events
+
+    def ctrl_c() -> float:  # as Ctrl-C would strike: in the middle of the run, in the harness's own code
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(busy, 1, deadline=1e9, clock=ctrl_c)  # the clock is read every 20,000 events
+    assert not any(tmp_path.iterdir())
+    # Refused after the build: a quiet period shorter than the model's reclaim bound.
+    with pytest.raises(dst.ScenarioError):
+        run(attrs.evolve(scenario, run=attrs.evolve(scenario.run, quiet=1)), 1)
+    assert not any(tmp_path.iterdir())
 
 
 # --- its database, on its own: what a crash keeps, when facts are told ---------------------------

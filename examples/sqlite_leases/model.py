@@ -48,13 +48,17 @@ BUGS = (
 
 def build(env: sut.Env[Options]) -> sut.System:
     folder = tempfile.mkdtemp(prefix="dst-sqlite-")
-    path = os.path.join(folder, "leases.db")
-    create(path, dict(env.limits))
-    # wrong (autocommit): the driver runs without transactions: each statement commits on its own (Prefect #18991:
-    # the increment and the lease's creation were not one transaction)
-    db = Database(path, autocommit="autocommit" in env.bugs)
-    o = env.options
-    view, resource = LeaseView(path), FencedTable(os.path.join(folder, "resource.db"), env.facts)
+    try:
+        path = os.path.join(folder, "leases.db")
+        create(path, dict(env.limits))
+        # wrong (autocommit): the driver runs without transactions: each statement commits on its own (Prefect #18991:
+        # the increment and the lease's creation were not one transaction)
+        db = Database(path, autocommit="autocommit" in env.bugs)
+        o = env.options
+        view, resource = LeaseView(path), FencedTable(os.path.join(folder, "resource.db"), env.facts)
+    except BaseException:  # a build that fails leaves nothing behind either
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
 
     def close() -> None:
         db.crash()

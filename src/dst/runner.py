@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import signal
 import time
 from collections import Counter
 from typing import Any, Callable, cast
@@ -155,6 +156,25 @@ class _Order:
         return self.step.arg(name, self.defaults.get(name, default))
 
 
+class _SignalsHeld:
+    """Ctrl-C and SIGTERM wait until the block is done: a model's build and close are not cut halfway, so
+    what a build opened is closed even in a run that a signal stops. (A plain class: entering the block
+    costs as few bytecodes as can be, each one a moment a signal could still strike before the hold.)"""
+
+    __slots__ = ("_mask",)
+    _HELD = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self) -> None:
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self._HELD) if _CAN_HOLD else None
+
+    def __exit__(self, *exc: object) -> None:
+        if self._mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+
+
+_CAN_HOLD = hasattr(signal, "pthread_sigmask")
+
+
 class Simulation:
     """One run, assembled. Build it, then :meth:`run` it once."""
 
@@ -179,11 +199,23 @@ class Simulation:
 
         # The model, built fresh against the harness's facts; the ghost learns its views and bounds after.
         self.ghost = ghost = Ghost(kernel, limits)
-        self.system = system = scenario.model.resolve().build(Env(
-            clock=kernel, facts=ghost, options=scenario.model.settings(), limits=limits,
-            bugs=frozenset(scenario.bugs),
-            workload=Workload(retries=wl.retries, write_time=wl.write_time, acquire_patience=wl.acquire_patience,
-                              active_until=self.active_until, runs=has_runs)))
+        env = Env(clock=kernel, facts=ghost, options=scenario.model.settings(), limits=limits,
+                  bugs=frozenset(scenario.bugs),
+                  workload=Workload(retries=wl.retries, write_time=wl.write_time, acquire_patience=wl.acquire_patience,
+                                    active_until=self.active_until, runs=has_runs))
+        model, self._close = scenario.model.resolve(), None
+        try:
+            with _SignalsHeld():  # a signal waits, then strikes with the close in place
+                self.system = model.build(env)
+                self._close = self.system.close if isinstance(self.system, System) else None
+            self._assemble(streams, has_runs)
+        except BaseException:  # whatever stops the assembly (a bad bound, Ctrl-C), what build opened is closed
+            self.close()
+            raise
+
+    def _assemble(self, streams: Streams, has_runs: bool) -> None:
+        """Everything around the built system: its bounds checked, the network, the hosts, pinned faults."""
+        scenario, kernel, ghost, system, wl = self.scenario, self.kernel, self.ghost, self.system, self.scenario.workload
         if not isinstance(system, System):
             raise ModelError(f"{scenario.model.impl}: build() returned {type(system).__name__}, not a dst.sut.System")
         routes = system.service.handlers()
@@ -200,12 +232,7 @@ class Simulation:
         store = m.store_latency[1] + (m.store_slow_by[1] if m.store_slow > 0 else 0)  # a slow round trip, too
         slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * store
         bounds = system.bounds
-        try:
-            check_bounds(scenario, bounds, slack, has_runs)
-        except ScenarioError:
-            if system.close is not None:
-                system.close()
-            raise
+        check_bounds(scenario, bounds, slack, has_runs)
         ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
                     bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                         transition_within=bounds.transition_within + slack))
@@ -274,10 +301,16 @@ class Simulation:
         try:
             return self._run()
         finally:
+            self.close()
             if collecting:
                 gc.enable()
-            if self.system.close is not None:
-                self.system.close()
+
+    def close(self) -> None:
+        """Close what the model's build opened, once."""
+        with _SignalsHeld():
+            close, self._close = self._close, None
+            if close is not None:
+                close()
 
     def _checkpoint(self, events: int) -> int:
         """Called by the kernel at the count it returns: ends a run over its event budget, or past its deadline."""
@@ -397,6 +430,4 @@ def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,
 def check(scenario: Scenario) -> None:
     """Raise :class:`~dst.scenario.ScenarioError` if ``scenario`` contradicts its model's bounds (builds the
     system once, and closes it)."""
-    simulation = Simulation(scenario, 0, ())
-    if simulation.system.close is not None:
-        simulation.system.close()
+    Simulation(scenario, 0, ()).close()

@@ -9,9 +9,12 @@ keeps the seeds congruent to K-1 modulo N, so N CI jobs cover disjoint seeds.
 from __future__ import annotations
 
 import ctypes
+import multiprocessing.process
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, wait
@@ -114,9 +117,11 @@ def _exit_quietly(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)  # unwinds: the run in progress closes what it opened (a model's files)
 
 
-def _worker_setup(parent: int) -> None:
+def _worker_setup(parent: int, scratch: str) -> None:
     """A worker ignores Ctrl-C (it reaches the whole process group; the campaign decides), ends cleanly on
-    SIGTERM, and gets SIGTERM from the kernel the moment its parent dies, however it dies."""
+    SIGTERM, and gets SIGTERM from the kernel the moment its parent dies, however it dies. Its temporary
+    files (a model's, through ``tempfile``) go into the pool's scratch folder."""
+    tempfile.tempdir = os.environ["TMPDIR"] = scratch  # TMPDIR: for what a model's own processes write too
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_quietly)
     if sys.platform.startswith("linux"):
@@ -126,9 +131,28 @@ def _worker_setup(parent: int) -> None:
         os._exit(1)
 
 
+def _processes(pool: ProcessPoolExecutor) -> list[multiprocessing.process.BaseProcess]:
+    return list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+
+
+class _Pool(ProcessPoolExecutor):
+    """Processes for a campaign, which die with it; their scratch folder goes when they have all ended,
+    with whatever a worker stopped by force (or a model that does not close) left there."""
+
+    def __init__(self, workers: int) -> None:
+        self.scratch = tempfile.mkdtemp(prefix="dst-workers-")
+        super().__init__(max_workers=workers, initializer=_worker_setup, initargs=(os.getpid(), self.scratch))
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        processes = _processes(self)
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+        if wait or not any(p.is_alive() for p in processes):
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
 def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Processes for a campaign, which die with it."""
-    return ProcessPoolExecutor(max_workers=workers, initializer=_worker_setup, initargs=(os.getpid(),))
+    """Processes for a campaign, which die with it, and leave no temporary file behind."""
+    return _Pool(workers)
 
 
 _GRACE = 5.0  # seconds a stopped worker has to close what its run opened
@@ -136,7 +160,7 @@ _GRACE = 5.0  # seconds a stopped worker has to close what its run opened
 
 def stop_workers(pool: ProcessPoolExecutor) -> None:
     """End the pool's processes now, not after the chunks they are running (a seed may take long, or never end)."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+    processes = _processes(pool)
     for process in processes:
         if process.is_alive():
             process.terminate()
@@ -145,6 +169,7 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
         process.join(max(0.0, deadline - time.monotonic()))
         if process.is_alive():
             process.kill()
+            process.join()
     pool.shutdown(wait=False, cancel_futures=True)
 
 
