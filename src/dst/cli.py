@@ -39,7 +39,7 @@ from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration, shorten
 from .runner import RunResult, check, run
 from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario, one_line
-from .sim.trace import first_difference, format_event
+from .sim.trace import Event, first_difference, format_event
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
@@ -180,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="finding files (findings/NNN-....toml)")
     model_option(p, "each finding")
     p.add_argument("--quiet", action="store_true", help="only the verdicts, no timelines")
+    p.add_argument("--all", action="store_true",
+                   help="every event of the run (default: the events that led to the violation, its causal slice)")
+    p.add_argument("--actor", action="append", default=[], metavar="NAME",
+                   help="only the events of this actor (c1, server, net, resource, user; repeatable)")
+    p.add_argument("--last", type=_positive, metavar="N", help="only the last N events shown")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(handler=_cmd_replay)
 
@@ -670,7 +675,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             continue
         if not args.quiet:
             console.rule(plain(name))
-            render_timeline(console, outcome.result)
+            render_timeline(console, outcome.result, _replay_events(args, outcome.result))
         style = "bold green" if outcome.status == REPRODUCES else "bold red"
         console.print(plain((f"{name}: {outcome.explain()}", style)))
         if event is not None:
@@ -680,6 +685,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if bad_input:
         return EXIT_USAGE
     return EXIT_OK if all(v["status"] == REPRODUCES for v in verdicts) else EXIT_VIOLATION
+
+
+def _replay_events(args: argparse.Namespace, result: RunResult) -> Sequence[Event]:
+    """What a replay shows: the causal slice with every step of the finding (or, with ``--all`` or when
+    nothing is violated any more, every event), narrowed to ``--actor`` and ``--last``."""
+    events = result.trace if args.all or result.violation is None else result.causal(every_step=True)
+    if args.actor:
+        events = tuple(e for e in events if e[1] in args.actor)
+    return events[-args.last:] if args.last else events
 
 
 # --- dst bugs -------------------------------------------------------------------------------------

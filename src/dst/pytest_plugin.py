@@ -59,7 +59,8 @@ class FindingItem(pytest.Item):
 
         buffer = StringIO()
         console = Console(file=buffer, width=160, highlight=False, color_system=None)
-        render_timeline(console, outcome.result)
+        result = outcome.result
+        render_timeline(console, result, result.causal(every_step=True) if result.violation is not None else None)
         return (f"expected {expected}, but it {outcome.explain()}\n"
                 f"replay it with:  dst replay {self.path}\n\n{buffer.getvalue()}")
 

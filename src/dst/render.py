@@ -7,12 +7,13 @@ printed through :func:`plain`: never read as markup, its control characters show
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .causal import STEP_KINDS
 from .faults import FAULT_ACTIONS, FAULTS
 from .models import DEFAULT_IMPL
 from .runner import RunResult
@@ -75,9 +76,10 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
         v = result.violation
         console.print()
         console.print(plain((f"{v.invariant}: {v.message}", "bold red")))
-        console.print(Text(f"detected at t={format_time(v.time)}, trace event {v.step}; the steps that led to it:",
-                           style="bold"))
-        render_events(console, v.last_events)
+        led = result.causal()
+        console.print(Text(f"detected at t={format_time(v.time)}, trace event {v.step}; the {len(led):,} events "
+                           f"that led to it (of {len(result.trace):,}):", style="bold"))
+        render_events(console, led)
 
 
 def render_events(console: Console, events: Iterable[Event]) -> None:
@@ -199,7 +201,6 @@ def render_selftest(console: Console, found: list[Any], clean: list[Any],
         console.print(plain((f"missed or wrong invariant: {', '.join(missed)}", "bold red")))
 
 
-_PLAN_KINDS = {"job", "resume", "boot", *FAULT_ACTIONS}
 
 
 def _lane_order(actor: str) -> tuple[int, int, str]:
@@ -210,20 +211,24 @@ def _lane_order(actor: str) -> tuple[int, int, str]:
     return (2, ("server", "resource", "net").index(actor) if actor in ("server", "resource", "net") else 9, actor)
 
 
-def render_timeline(console: Console, result: RunResult) -> None:
-    """The run, one line per event: a lane per actor marks who acted; plan steps stand out; the violation ends it."""
-    actors = sorted({e[1] for e in result.trace}, key=_lane_order)
+def render_timeline(console: Console, result: RunResult, events: Sequence[Event] | None = None) -> None:
+    """The run, one line per event: a lane per actor marks who acted; plan steps stand out; the violation
+    ends it. ``events``: only these (formatted) events of the run, with a line saying how many of all."""
+    shown = result.trace if events is None else events
+    actors = sorted({e[1] for e in shown}, key=_lane_order)
     lane = {a: i for i, a in enumerate(actors)}
     header = " ".join(f"{a:^3}"[:3] if len(a) <= 3 else a[:3] for a in actors)
     console.print(plain((f"{'time':>10}  {header}  event", "bold")))
-    for event in result.trace:  # formatted: details as text
+    for event in shown:  # formatted: details as text
         time, actor, kind, detail = event
         marks = ["·"] * len(actors)
-        marks[lane[actor]] = "▶" if kind in _PLAN_KINDS else "●"
+        marks[lane[actor]] = "▶" if kind in STEP_KINDS else "●"
         lanes = " ".join(f" {m} " for m in marks)
-        style = _ACTION_STYLE.get(kind, "bold" if kind in _PLAN_KINDS else "")
+        style = _ACTION_STYLE.get(kind, "bold" if kind in STEP_KINDS else "")
         console.print(plain((f"{format_time(time):>10}  {lanes}  {actor} {kind} {detail}".rstrip(), style)))
     v = result.violation
     if v is not None:
         console.print(plain((f"{format_time(v.time):>10}  {'':{len(actors) * 4 - 1}}  ✗ {v.invariant}: {v.message}",
                              "bold red reverse")))
+    if events is not None and len(events) < len(result.trace):
+        console.print(Text(f"{len(events):,} of the run's {len(result.trace):,} events", style="dim"))

@@ -18,6 +18,7 @@ from typing import Any, Callable, cast
 
 import attrs
 
+from .causal import causal_slice
 from .explore.generate import generate_plan
 from .invariants import BY_ID, Ghost, Violation
 from .models import ModelError, name_of
@@ -25,11 +26,11 @@ from .faults import befell, fault_of
 from .plan import Step, is_client, make_step
 from .plan import format_duration
 from .scenario import Scenario, ScenarioError, with_model
-from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost
+from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
-from .sim.trace import Event, digest, format_time, formatted
+from .sim.trace import Event, digest, format_time, formatted, key_name
 from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
 
 _DRAIN_POLL = 1_000
@@ -42,7 +43,7 @@ class ViolationReport:
     time: int
     step: int  # index of the trace event at which it was detected
     message: str
-    last_events: tuple[Event, ...]
+    during: str | None = None  # the message key of the server handler it was detected in (17.1.0), if any
 
 
 @attrs.frozen
@@ -134,8 +135,17 @@ class RunResult:
         if self.violation is not None:
             v = self.violation
             out["violation"] = {"invariant": v.invariant, "time_ms": v.time, "step": v.step, "message": v.message,
-                                "last_events": [list(e) for e in v.last_events]}
+                                "during": v.during, "slice": [list(e) for e in self.causal()]}
         return out
+
+    def causal(self, every_step: bool = False) -> tuple[tuple[int, str, str, str], ...]:
+        """The events that led to the violation (none without one): its causal slice, formatted.
+        ``every_step`` keeps every plan step, as a finding's minimized steps all are."""
+        v = self.violation
+        if v is None:
+            return ()
+        trace = self.trace
+        return tuple(trace[i] for i in causal_slice(trace, v.message, during=v.during, every_step=every_step))
 
 
 class _Order:
@@ -363,8 +373,9 @@ class Simulation:
                                                      f"judged after the quiet period (a longer drain_limit, or "
                                                      f"shorter jobs)")
         except Violation as v:
+            during = handling(v)
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
-                                        tuple(formatted(e) for e in self.trace[-20:]))
+                                        None if during is None else key_name(during))
         except _OverBudget:
             unjudged = Unjudged("over-budget", f"passed run.max_events ({scenario.run.max_events:,} events) at "
                                                f"t={format_time(kernel.now)}: a larger max_events, or a smaller "

@@ -452,6 +452,20 @@ class ServerHost:
         self.kernel.after(interval, self._tick, arg)
 
 
+def handling(error: BaseException) -> int | None:
+    """The key of the server handler (a request's, or a background loop's) that ``error`` was raised in,
+    or None. Read from the traceback after the fact, so no step of the hot path notes which handler runs."""
+    key, tb = None, error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is _SERVER_STEP:
+            key = tb.tb_frame.f_locals["task"][1]  # the innermost one wins
+        tb = tb.tb_next
+    return key
+
+
+_SERVER_STEP = ServerHost._step.__code__
+
+
 class UserHost:
     """The people and programs outside the system: each step is one request, retried on timeout,
     independent of every other (a user does not wait for one cancel before the next submit)."""
