@@ -1,0 +1,531 @@
+"""``dst show``: one run (a seed, or a finding's replay) drawn as one self-contained HTML page.
+
+The page has a lane per actor on a horizontal axis of virtual time: each lease as a bar in its holder's
+lane, faults as marks and shaded spans, messages as arrows from sender to receiver, the causal slice
+highlighted and the violation marked. Everything it draws is worked out here, in plain functions over
+the run's trace that tests check without a browser (:func:`lease_bars`, :func:`fault_marks`,
+:func:`message_arrows`, :func:`page_data`); ``show.html`` beside this module draws it.
+
+The run's data goes into the page as JSON in a ``<script type="application/json">`` block, with every
+``<``, ``>``, ``&`` and non-ASCII character written as a ``\\uXXXX`` escape, so no text from a trace
+(``</script>``, ``<!--``, U+2028) can end the block or become markup; the page shows text with
+``textContent`` only. The page holds no timestamp and no random id: the same run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import attrs
+
+from .causal import STEP_KINDS, causal_slice
+from .faults import BY_NAME, FAULTS, FaultKind, fault_of
+from .plan import is_client
+from .render import _ACTION_STYLE, _lane_order
+from .runner import RunResult
+from .scenario import PATH_LIMIT, one_line
+from .sim.trace import RESPONSE, Event
+
+# --- reading the raw trace ------------------------------------------------------------------------
+# The hosts and the network record a message event as a raw ``(template, *args)`` tuple (see
+# dst.sim.trace); these are the templates this module reads, and what their arguments are.
+SENT = "@ to $ (#)"  # (record, destination, key): a client's request, or the server's reply
+RECEIVED = "@ from $ (#)"  # (record, source, key): the server received a request
+OWN = "@ (#)"  # (record, key): the user sent one (to the server), or a client or the user received one
+RESOURCE_WRITE = "@ from $: @"  # (request, source, response): the resource received a write and answered it
+NETWORK = ("$->$ #", "$->$ # by $")  # (source, destination, key[, delay]): the network's doing to a message
+# The one fact read from formatted text: when a partition heals (its event says "until t=<ms>").
+_PARTITION_UNTIL = re.compile(r"until t=(\d+)$")
+
+# The reference protocol's records, read by their fields (a model that speaks it, such as the SQLite
+# example, is drawn the same way): a response with ``lease``, ``token`` and ``expiry`` grants a lease;
+# one with only ``expiry``, to a request naming a ``lease``, renews it; a response with neither
+# ``expiry`` nor ``reason`` (a refusal) to a request naming a ``lease`` releases it, or, when the
+# request names a ``seat`` too, evicts whichever lease holds that seat.
+
+_HELD_AT_END = "held when the run ended"
+
+MESSAGE_KINDS = frozenset({"send", "recv", "reply"})
+LOST = frozenset({"lost", "cut"})  # the network events after which a message is never delivered
+
+
+def _detail_args(event: Event, template: str | tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The arguments of a raw event recorded with ``template`` (one of several, for a tuple), or None."""
+    detail = event[3]
+    if detail.__class__ is str:
+        return None
+    if detail[0] == template or (isinstance(template, tuple) and detail[0] in template):
+        return tuple(detail[1:])
+    return None
+
+
+def _field(record: Any, name: str) -> Any:
+    return None if isinstance(record, (str, int)) else getattr(record, name, None)
+
+
+# --- leases ---------------------------------------------------------------------------------------
+
+@attrs.frozen
+class LeaseBar:
+    """A lease as the authority saw it: granted to ``holder``, valid over ``spans`` (a renewal extends the
+    last span; one that came after the lease had lapsed opens another). The trace does not say when the
+    reaper removed a lease, nor that a restart lost one it kept in memory: such a lease ends at its expiry,
+    when the authority stopped recognising it."""
+
+    lease: str  # "L3"
+    holder: str  # the client the grant went to
+    token: int | None
+    seat: int | None
+    limit: str | None  # what the request that it answers asked for
+    spans: tuple[tuple[int, int], ...]
+    ended: str  # "released", "evicted", "expired" or "held when the run ended"
+    renewals: tuple[int, ...]
+    events: tuple[int, ...]  # trace indexes: its grant, renewals and its end, if the trace says it
+
+    @property
+    def start(self) -> int:
+        return self.spans[0][0]
+
+    @property
+    def end(self) -> int:
+        return self.spans[-1][1]
+
+
+@attrs.define
+class _Lease:
+    lease: int
+    holder: str
+    token: int | None
+    seat: int | None
+    limit: str | None
+    spans: list[list[int]]
+    ended: str = ""
+    renewals: list[int] = attrs.Factory(list)
+    events: list[int] = attrs.Factory(list)
+
+
+def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
+    """Every lease the server granted, in grant order, from its replies (see the protocol note above)."""
+    requests: dict[int, Any] = {}  # request key -> the record the server received
+    live: dict[int, _Lease] = {}  # lease id -> its latest grant
+    leases: list[_Lease] = []
+    for i, event in enumerate(raw_trace):
+        if event[1] != "server":
+            continue
+        received = _detail_args(event, RECEIVED)
+        if received is not None:
+            requests[received[2]] = received[0]
+            continue
+        reply = _detail_args(event, SENT)
+        if reply is None:
+            continue
+        now, (response, client, key) = event[0], reply
+        request = requests.get(key & ~RESPONSE)
+        lease_id, expiry = _field(response, "lease"), _field(response, "expiry")
+        if lease_id is not None and expiry is not None and _field(response, "token") is not None:
+            lease = _Lease(lease_id, client, _field(response, "token"), _field(response, "seat"),
+                           _field(request, "limit"), [[now, expiry]], events=[i])
+            live[lease_id] = lease
+            leases.append(lease)
+            continue
+        named = live.get(_field(request, "lease"))
+        if named is None or lease_id is not None:
+            continue
+        if expiry is not None:  # a renewal
+            last = named.spans[-1]
+            if named.ended or now >= last[1]:
+                named.spans.append([now, expiry])  # it had lapsed: valid again from the renewal
+                named.ended = ""
+            else:
+                last[1] = expiry
+            named.renewals.append(now)
+            named.events.append(i)
+        elif _field(response, "reason") is None:  # done: a release, or an evict of a seat's holder
+            seat = _field(request, "seat")
+            target = named if seat is None else _occupant(leases, _field(request, "limit"), seat, now)
+            if target is not None:
+                _end(target, now, "released" if seat is None else "evicted", i)
+    return [_bar(lease, run_end) for lease in leases]
+
+
+def _occupant(leases: list[_Lease], limit: str | None, seat: int, now: int) -> _Lease | None:
+    for lease in reversed(leases):
+        if lease.seat == seat and lease.limit == limit and not lease.ended and lease.spans[-1][1] > now:
+            return lease
+    return None
+
+
+def _end(lease: _Lease, now: int, why: str, index: int) -> None:
+    last = lease.spans[-1]
+    if lease.ended or now >= last[1]:
+        return  # it had expired already: ended, as far as the authority was concerned
+    last[1] = now
+    lease.ended = why
+    lease.events.append(index)
+
+
+def _bar(lease: _Lease, run_end: int) -> LeaseBar:
+    spans = [(start, end) for start, end in lease.spans if start <= run_end]
+    ended = lease.ended or "expired"
+    if spans[-1][1] > run_end:
+        spans[-1], ended = (spans[-1][0], run_end), _HELD_AT_END
+    return LeaseBar(f"L{lease.lease}", lease.holder, lease.token, lease.seat, lease.limit, tuple(spans), ended,
+                    tuple(lease.renewals), tuple(lease.events))
+
+
+# --- faults ---------------------------------------------------------------------------------------
+
+@attrs.frozen
+class FaultMark:
+    """A fault as the trace shows it: a span (``end`` set) or a mark at ``start``, on ``actor``'s lane."""
+
+    kind: str  # the fault kind's name (dst.faults): "pause", "server_restart", "duplicate", ...
+    actor: str
+    start: int
+    end: int | None
+    event: int  # the trace index of the event that says it
+
+
+# The network's events, by the kind of fault they come from ("cut": a partition's doing).
+_NETWORK_FAULTS: dict[str, FaultKind] = {**{kind.drawn_as: kind for kind in FAULTS if kind.target == "net"},
+                                         "cut": BY_NAME["partition"]}
+# Faults drawn as spans until a later event of the same actor: the events that end one. (A partition's
+# event says when it heals; a slow round trip's extra latency is on the server's record.)
+_SPAN_ENDS: dict[str, tuple[str, ...]] = {
+    "pause": ("resume", "crash", "restart"),
+    "server_pause": ("resume", "restart", "boot"),
+    "server_restart": ("boot",),
+}
+
+
+@attrs.frozen
+class _Said:
+    """A trace event read as a plan step would say it: ``fault_of`` tells its kind."""
+
+    actor: str
+    action: str
+
+
+@functools.cache  # a few actors and kinds, asked once per event
+def fault_kind(actor: str, kind: str) -> FaultKind | None:
+    """The kind of fault a trace event of ``actor`` says happened (None: the event is not a fault)."""
+    if actor == "net":
+        return _NETWORK_FAULTS.get(kind)
+    if actor != "server" and not is_client(actor):
+        return None
+    return fault_of(_Said(actor, kind))
+
+
+def fault_marks(raw_trace: Sequence[Event], run_end: int,
+                slow_round_trips: Iterable[tuple[int, int, int, int]] = ()) -> list[FaultMark]:
+    """Every fault the trace shows, in order: pauses, restarts of the server and partitions as spans
+    (a pause until its resume; a server restart until its boot; a partition until it heals), a slow
+    store round trip as a span of its extra latency (``slow_round_trips``: the server's record of them,
+    ``RunResult.befell[1]``), the rest as marks."""
+    slow = iter(list(slow_round_trips))
+    marks: list[FaultMark] = []
+    open_spans: dict[str, list[int]] = {}  # actor -> indexes into marks of its spans still open
+    for i, (now, actor, kind, detail) in enumerate(raw_trace):
+        for j in open_spans.get(actor, ()):
+            if kind in _SPAN_ENDS[marks[j].kind] and marks[j].end is None:
+                marks[j] = attrs.evolve(marks[j], end=now)
+        if actor in open_spans:
+            open_spans[actor] = [j for j in open_spans[actor] if marks[j].end is None]
+        fault = fault_kind(actor, kind)
+        if fault is None:
+            continue
+        end: int | None = None
+        if fault.name == "slow":
+            drawn = next(slow, None)
+            end = None if drawn is None else now + drawn[3]
+        elif fault.name == "partition" and actor != "net":
+            healed = _PARTITION_UNTIL.search(str(detail))
+            end = min(int(healed.group(1)), run_end) if healed else run_end
+        marks.append(FaultMark(fault.name, actor, now, end, i))
+        if fault.name in _SPAN_ENDS:
+            open_spans.setdefault(actor, []).append(len(marks) - 1)
+    return [attrs.evolve(m, end=run_end) if m.end is None and m.kind in _SPAN_ENDS else m for m in marks]
+
+
+# --- messages -------------------------------------------------------------------------------------
+
+@attrs.frozen
+class Arrow:
+    """A message from the event that sent it to the one that received it (or, ``lost``, to the
+    network's event that lost or cut it). Indexes into the trace."""
+
+    sent: int
+    received: int
+    lost: bool = False
+
+
+def message_arrows(raw_trace: Sequence[Event]) -> list[Arrow]:
+    """Every delivery the trace shows (a duplicated message arrives twice; a response its client no longer
+    waited for is not traced, so not drawn), and every message lost or cut, in order of arrival."""
+    sender: dict[int, int] = {}  # message key -> the event that sent it
+    key_of: dict[int, int] = {}  # a sending event -> its message's key
+    to_resource: dict[str, list[int]] = {}  # client -> its sends to the resource
+    arrows: list[Arrow] = []
+
+    def sent(i: int, key: int) -> None:
+        sender[key] = i
+        key_of[i] = key
+
+    def arrived(key: int, i: int, lost: bool = False) -> None:
+        j = sender.get(key)
+        if j is not None:
+            arrows.append(Arrow(j, i, lost))
+
+    for i, event in enumerate(raw_trace):
+        actor, kind = event[1], event[2]
+        if (args := _detail_args(event, SENT)) is not None:
+            sent(i, args[2])
+            if args[1] == "resource":
+                to_resource.setdefault(actor, []).append(i)
+        elif (args := _detail_args(event, RECEIVED)) is not None:
+            arrived(args[2], i)
+        elif (args := _detail_args(event, OWN)) is not None:
+            if kind == "send":
+                sent(i, args[1])
+            else:
+                arrived(args[1], i)
+        elif (args := _detail_args(event, RESOURCE_WRITE)) is not None:
+            request, client = args[0], args[1]
+            # The resource's event names no key: the write is the client's latest send of this request.
+            j = next((j for j in reversed(to_resource.get(client, ())) if raw_trace[j][3][1] == request), None)
+            if j is not None:
+                arrows.append(Arrow(j, i))
+                sent(i, key_of[j] | RESPONSE)  # its answer goes back under the request's key
+        elif kind in LOST and (args := _detail_args(event, NETWORK)) is not None:
+            arrived(args[2], i, lost=True)
+    return arrows
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+# Rich's colour names (the fault kinds' styles) as colours that read on a white page.
+_COLOURS = {"red": "#c62828", "yellow": "#b07d00", "magenta": "#a2399b", "cyan": "#00838f", "green": "#2e7d32",
+            "blue": "#1565c0"}
+_PLAIN = "#546e7a"
+
+
+def css_style(rich_style: str) -> dict[str, Any]:
+    """A rich style (``"bold red"``, ``"dim magenta"``) as the page draws it: a colour, dim, bold."""
+    words = rich_style.split()
+    colour = next((_COLOURS[w] for w in words if w in _COLOURS), _PLAIN)
+    return {"color": colour, "dim": "dim" in words, "bold": "bold" in words}
+
+
+def _mark_style(actor: str, kind: str) -> tuple[str, str]:
+    """How an event is drawn: its shape, and the rich style it has in the text timeline."""
+    fault = fault_kind(actor, kind)
+    if fault is not None:
+        return "fault", fault.style
+    if kind in STEP_KINDS:
+        return "step", _ACTION_STYLE.get(kind, "bold")
+    return ("message" if kind in MESSAGE_KINDS else "other"), _ACTION_STYLE.get(kind, "")
+
+
+def lanes(result: RunResult) -> list[str]:
+    """The actors drawn, one lane each, in the text timeline's order: the user, the clients, the server,
+    the resource, the network."""
+    actors = {event[1] for event in result.raw_trace} | {step.actor for step in result.plan} | {"server"}
+    return sorted(actors, key=_lane_order)
+
+
+def slice_indexes(result: RunResult, every_step: bool) -> list[int]:
+    """The trace indexes of the violation's causal slice (none without one), as ``RunResult.causal``."""
+    v = result.violation
+    if v is None:
+        return []
+    return causal_slice(result.trace, v.message, during=v.during, every_step=every_step)
+
+
+def _rows(bars: Sequence[LeaseBar]) -> list[int]:
+    """A row for each bar within its holder's lane, so that bars that overlap in time do not overlap."""
+    free_from: dict[str, list[int]] = {}  # holder -> when each of its rows is free again
+    rows = []
+    for bar in bars:
+        ends = free_from.setdefault(bar.holder, [])
+        row = next((r for r, end in enumerate(ends) if end <= bar.start), len(ends))
+        if row == len(ends):
+            ends.append(bar.end)
+        else:
+            ends[row] = bar.end
+        rows.append(row)
+    return rows
+
+
+@attrs.frozen
+class Source:
+    """What the page says of where the run came from."""
+
+    title: str  # "findings/009-....toml" or "default, seed 5"
+    command: str  # the command that runs it again
+    verdict: str | None = None  # a finding's replay: "reproduces: ..."
+
+
+def page_data(result: RunResult, source: Source, *, every_step: bool = False) -> dict[str, Any]:
+    """Everything the page draws, as plain JSON data. Events are ``[time, lane, style, kind, text, in the
+    slice]``; leases, faults and arrows refer to events by their index in ``events``."""
+    trace = result.trace
+    names = lanes(result)
+    lane = {name: i for i, name in enumerate(names)}
+    in_slice = set(slice_indexes(result, every_step))
+    sliced = bool(in_slice)  # without a violation nothing is dimmed
+
+    kinds: list[str] = []
+    kind_index: dict[str, int] = {}
+    styles: list[dict[str, Any]] = []
+    style_index: dict[tuple[str, str], int] = {}
+    style_of: dict[tuple[str, str], int] = {}  # (actor, kind) -> its style's index
+    events = []
+    for i, (time, actor, kind, text) in enumerate(trace):
+        if kind not in kind_index:
+            kind_index[kind] = len(kinds)
+            kinds.append(kind)
+        style = style_of.get((actor, kind))
+        if style is None:
+            shape, rich = _mark_style(actor, kind)
+            if (shape, rich) not in style_index:
+                style_index[(shape, rich)] = len(styles)
+                styles.append({"shape": shape, **css_style(rich)})
+            style = style_of[(actor, kind)] = style_index[(shape, rich)]
+        events.append([time, lane[actor], style, kind_index[kind], text, int(i in in_slice or not sliced)])
+
+    bars = lease_bars(result.raw_trace, result.virtual_time)
+    leases = [{"lease": bar.lease, "holder": bar.holder, "lane": lane[bar.holder], "row": row, "token": bar.token,
+               "seat": bar.seat, "limit": bar.limit, "spans": [list(s) for s in bar.spans], "ended": bar.ended,
+               "renewals": list(bar.renewals), "events": list(bar.events),
+               "slice": int(not sliced or any(i in in_slice for i in bar.events))}
+              for bar, row in zip(bars, _rows(bars))]
+    faults = [{"kind": m.kind, "lane": lane[m.actor], "start": m.start, "end": m.end, "event": m.event,
+               "slice": int(not sliced or m.event in in_slice)}
+              for m in fault_marks(result.raw_trace, result.virtual_time, result.befell[1])]
+    arrows = [[a.sent, a.received, int(a.lost), int(not sliced or (a.sent in in_slice and a.received in in_slice))]
+              for a in message_arrows(result.raw_trace)]
+    v = result.violation
+    return {
+        "format": 1,
+        "title": source.title,
+        "command": source.command,
+        "verdict": source.verdict,
+        "scenario": result.scenario,
+        "model": result.model,
+        "seed": result.seed,
+        "bugs": list(result.bugs),
+        "outcome": result.outcome,
+        "unjudged": None if result.unjudged is None else result.unjudged.why,
+        "virtual_time": result.virtual_time,
+        "digest": result.digest,
+        "lanes": names,
+        "kinds": kinds,
+        "styles": styles,
+        "fault_kinds": {kind.name: {"effect": kind.effect, **css_style(kind.style)} for kind in FAULTS},
+        "events": events,
+        "slice_size": len(in_slice),
+        "leases": leases,
+        "faults": faults,
+        "arrows": arrows,
+        "violation": None if v is None else {"invariant": v.invariant, "message": v.message, "time": v.time,
+                                             "during": v.during},
+    }
+
+
+GENERATOR = '<meta name="generator" content="dst show">'  # how dst knows a page it wrote (see write_page)
+_DATA = "{{DATA}}"
+
+
+def embed_json(data: Any) -> str:
+    """``data`` as JSON that is inert inside a ``<script>`` block: ``<``, ``>`` and ``&`` (so no
+    ``</script>`` or ``<!--``) and every non-ASCII character (U+2028 among them) are ``\\uXXXX`` escapes."""
+    text = json.dumps(data, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The whole page: the template with the data in its JSON block."""
+    template = resources.files("dst").joinpath("show.html").read_text(encoding="utf-8")
+    before, after = template.split(_DATA)
+    return before + embed_json(data) + after
+
+
+def read_page_data(page: str) -> Any:
+    """The data a page carries (what its script reads): for tests and tools."""
+    match = re.search(r'<script type="application/json" id="dst-data">(.*?)</script>', page, re.S)
+    if match is None:
+        raise ValueError("not a page dst show wrote: no data block")
+    return json.loads(match.group(1))
+
+
+# --- writing it -----------------------------------------------------------------------------------
+
+class PageError(Exception):
+    """The page cannot be written where asked; ``str()`` is the one line to show (exit 2)."""
+
+
+def default_name(*parts: object) -> str:
+    """``dst-show-<parts>.html``, each part cut down to letters, digits and dashes."""
+    words = [re.sub(r"[^a-z0-9]+", "-", str(p).lower()).strip("-") for p in parts]
+    stem = "-".join(w for w in words if w)[:100].strip("-") or "run"
+    return f"dst-show-{stem}.html"
+
+
+def is_page(path: Path) -> bool:
+    """Is ``path`` a page ``dst show`` wrote (its generator tag near the top)?"""
+    try:
+        with open(path, "rb") as f:
+            return GENERATOR.encode() in f.read(512)
+    except OSError:
+        return False
+
+
+def check_output(path: Path, *, force: bool = False) -> None:
+    """Raise :class:`PageError` if a page could not be written to ``path`` (see :func:`write_page`)."""
+    where = one_line(str(path), PATH_LIMIT)
+    try:
+        if path.is_dir():
+            raise PageError(f"{where}: is a folder: name a file for the page")
+        if not force and (path.exists() or path.is_symlink()) and not is_page(path):
+            raise PageError(f"{where}: already exists and is not a page dst show wrote: name another file with "
+                            f"-o, or --force to replace it")
+        folder = path.parent
+        if not folder.is_dir():
+            raise PageError(f"{where}: cannot write the page (no folder {one_line(str(folder), PATH_LIMIT)})")
+        if not os.access(folder, os.W_OK):
+            raise PageError(f"{where}: cannot write the page (Permission denied)")
+    except (OSError, ValueError) as e:  # a name too long, a NUL in it
+        raise PageError(f"{where}: cannot write the page ({getattr(e, 'strerror', None) or e})") from None
+
+
+def write_page(path: Path, page: str, *, force: bool = False) -> None:
+    """Write ``page`` to ``path`` whole or not at all (a temporary file, then its name). An existing file is
+    replaced only if it is a page dst show wrote, or with ``force``: nothing else a user made is lost."""
+    check_output(path, force=force)
+    where = one_line(str(path), PATH_LIMIT)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".dst-show-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(page.encode("utf-8"))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise PageError(f"{where}: cannot write the page ({e.strerror or type(e).__name__})") from None
+    except ValueError as e:  # a NUL in the name
+        raise PageError(f"{where}: cannot write the page ({e})") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+

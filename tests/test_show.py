@@ -1,0 +1,282 @@
+"""dst show: what the page draws (worked out without a browser), the page's data and its safety, the command,
+and the page itself in a real headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dst.cli import main
+from dst.findings import read, replay
+from dst.runner import RunResult, run
+from dst.show import (GENERATOR, Source, embed_json, fault_marks, lease_bars, message_arrows, page_data,
+                      read_page_data, render_page)
+from dst.sim.trace import format_detail
+
+from conftest import scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+PAUSE_FINDING = ROOT / "findings" / "009-two-leases-on-one-seat-after-a-pause.toml"
+DUPLICATE_FINDING = ROOT / "findings" / "003-release-frees-another-holders-slot-with-a-duplicated-message.toml"
+
+
+def _replayed(path: Path) -> RunResult:
+    return replay(read(path)).result
+
+
+def _time_of(result: RunResult, actor: str, kind: str, text: str) -> int:
+    """The time of the one event of ``actor`` and ``kind`` whose detail starts with ``text``."""
+    (time,) = [e[0] for e in result.trace if e[1] == actor and e[2] == kind and e[3].startswith(text)]
+    return time
+
+
+# --- what is drawn, without a browser -------------------------------------------------------------
+
+def test_each_lease_is_a_bar_in_its_holders_lane_from_its_grant():
+    result = _replayed(PAUSE_FINDING)
+    bars = {bar.lease: bar for bar in lease_bars(result.raw_trace, result.virtual_time)}
+    assert sorted(bars) == ["L1", "L2"]
+    l1, l2 = bars["L1"], bars["L2"]
+    assert (l1.holder, l1.token, l1.seat, l1.limit) == ("c1", 1, 0, "db")
+    assert l1.start == _time_of(result, "server", "reply", "granted L1 ")
+    # Granted for the TTL (expiry=60.002s) and never renewed while c1 was paused: it lapses at its expiry.
+    assert l1.spans == ((l1.start, 60_002),) and l1.ended == "expired" and l1.renewals == ()
+    assert (l2.holder, l2.token) == ("c2", 2)
+    assert l2.start == _time_of(result, "server", "reply", "granted L2 ")
+    assert l2.end == result.virtual_time and l2.ended == "held when the run ended"
+
+
+def test_a_pause_is_a_span_until_the_client_resumes():
+    result = _replayed(PAUSE_FINDING)
+    (pause,) = fault_marks(result.raw_trace, result.virtual_time, result.befell[1])
+    assert (pause.kind, pause.actor) == ("pause", "c1")
+    assert pause.start == _time_of(result, "c1", "pause", "until")
+    assert pause.end == _time_of(result, "c1", "resume", "") == 62_000
+    assert result.trace[pause.event][2] == "pause"
+
+
+def test_a_duplicated_message_is_a_mark_and_arrives_twice():
+    result = _replayed(DUPLICATE_FINDING)
+    marks = fault_marks(result.raw_trace, result.virtual_time, result.befell[1])
+    (duplicate,) = [m for m in marks if m.kind == "duplicate"]
+    assert (duplicate.actor, duplicate.end) == ("net", None)
+    assert format_detail(result.raw_trace[duplicate.event][3]) == "c1->server 5.3.0"
+    # The release (5.3.0) is one send and two arrivals at the server.
+    (send,) = [i for i, e in enumerate(result.trace) if e[1] == "c1" and e[2] == "send" and "(5.3.0)" in e[3]]
+    arrivals = [a for a in message_arrows(result.raw_trace) if a.sent == send]
+    assert len(arrivals) == 2 and not any(a.lost for a in arrivals)
+    assert [result.trace[a.received][1:3] for a in arrivals] == [("server", "recv")] * 2
+
+
+def test_requests_and_responses_are_arrows_from_sender_to_receiver():
+    result = _replayed(PAUSE_FINDING)
+    arrows = message_arrows(result.raw_trace)
+    trace = result.trace
+    grant = next(i for i, e in enumerate(trace) if e[2] == "reply" and e[3].startswith("granted L1 "))
+    (to_c1,) = [a for a in arrows if a.sent == grant]
+    assert trace[to_c1.received][1:3] == ("c1", "recv") and trace[to_c1.received][0] > trace[grant][0]
+    for arrow in arrows:  # every arrow goes forward in time and ends where its message's key is received
+        assert trace[arrow.sent][0] <= trace[arrow.received][0]
+        assert trace[arrow.sent][1] != trace[arrow.received][1]
+
+
+def test_writes_to_the_resource_and_lost_messages_are_arrows_too():
+    result = run(scenario(steps=[
+        {"at": "0s", "actor": "c1", "action": "acquire", "work": "1s", "writes": 1},
+        {"at": "0s", "actor": "net", "action": "lose", "message": "1.3.0"},  # c1's release
+    ]), 1)
+    trace, arrows = result.trace, message_arrows(result.raw_trace)
+    (write,) = [i for i, e in enumerate(trace) if e[1] == "resource"]
+    (into,) = [a for a in arrows if a.received == write]
+    assert trace[into.sent][1:3] == ("c1", "send") and trace[into.sent][3].startswith("write db/0")
+    (back,) = [a for a in arrows if a.sent == write]
+    assert trace[back.received][1:3] == ("c1", "recv")
+    (lost,) = [a for a in arrows if a.lost]
+    assert trace[lost.sent][3].startswith("release L1") and trace[lost.received][1:3] == ("net", "lost")
+
+
+def test_the_causal_slice_is_marked_and_the_rest_is_not():
+    result = _replayed(PAUSE_FINDING)
+    data = page_data(result, Source("009", "dst replay 009"), every_step=True)
+    in_slice = [e for e in data["events"] if e[5]]
+    assert len(in_slice) == data["slice_size"] == len(result.causal(every_step=True)) < len(data["events"])
+    assert [e[4] for e in in_slice] == [e[3] for e in result.causal(every_step=True)]
+    assert all(lease["slice"] for lease in data["leases"])
+    assert data["violation"]["invariant"] == "exclusive-seats" and data["violation"]["time"] == 62_002
+    assert data["lanes"] == ["c1", "c2", "server"]
+
+
+def test_the_page_carries_its_data_and_is_the_same_bytes_for_the_same_run():
+    source = Source(str(DUPLICATE_FINDING), "dst replay x")
+    data = page_data(_replayed(DUPLICATE_FINDING), source, every_step=True)
+    page = render_page(data)
+    assert read_page_data(page) == data
+    assert render_page(page_data(_replayed(DUPLICATE_FINDING), source, every_step=True)) == page
+    assert GENERATOR in page[:300]
+    assert "http://" not in page and "https://" not in page  # nothing to fetch: it opens offline
+
+
+HOSTILE = "</script><script>alert(1)</script>\u2028<!-- & \u2029 <b>bold</b>"
+
+
+def test_text_from_a_run_cannot_break_out_of_the_data_block():
+    result = run(scenario({"name": HOSTILE}, steps=[{"at": "0s", "actor": "c1", "action": "acquire"}]), 1)
+    page = render_page(page_data(result, Source(HOSTILE + ", seed 1", "dst run --seed 1")))
+    assert "alert(1)" in page  # the text is there, escaped ...
+    assert "<script>alert" not in page and "<b>" not in page and "<!--" not in page  # ... and never markup
+    assert "\u2028" not in page and "\u2029" not in page
+    assert page.count("</script>") == 2  # the template's own two blocks
+    data = read_page_data(page)
+    assert data["scenario"] == HOSTILE and data["title"] == HOSTILE + ", seed 1"
+    assert embed_json("</script>") == '"\\u003c/script\\u003e"'
+
+
+# --- the command --------------------------------------------------------------------------------
+
+def _one_line_error(capsys: Any) -> str:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_show_writes_the_page_named_with_o(tmp_path, capsys):
+    out = tmp_path / "page.html"
+    assert main(["show", str(PAUSE_FINDING), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == f"wrote {out}"
+    assert "exclusive-seats at t=62.002s" in printed and "reproduces" in printed
+    assert read_page_data(out.read_text())["violation"]["invariant"] == "exclusive-seats"
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_show_without_o_writes_a_named_page_here_and_replaces_only_its_own(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "--seed", "5"]) == 0
+    name = "dst-show-default-seed-5.html"
+    assert capsys.readouterr().out.splitlines()[0] == f"wrote {name}"
+    first = (tmp_path / name).read_bytes()
+    assert main(["show", "--seed", "5"]) == 0  # a page dst show wrote is replaced, with the same bytes
+    assert (tmp_path / name).read_bytes() == first
+    capsys.readouterr()
+    mine = tmp_path / "notes.html"
+    mine.write_text("my own notes")
+    assert main(["show", "--seed", "5", "-o", "notes.html"]) == 2
+    assert "notes.html: already exists and is not a page dst show wrote" in _one_line_error(capsys)
+    assert mine.read_text() == "my own notes"
+    assert main(["show", "--seed", "5", "-o", "notes.html", "--force"]) == 0
+    assert read_page_data(mine.read_text())["seed"] == 5
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_show_names_a_seeds_page_after_its_flags(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "--seed", "2", "--bug", "fallback-release", "--swarm"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "wrote dst-show-default-seed-2-fallback-release-swarm.html"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["show"], "dst show: give a finding file to replay, or --seed N to run"),
+    (["show", str(PAUSE_FINDING), "--seed", "3"], "dst show: give a finding file, or --seed N"),
+    (["show", "--seed", "x"], "expected a non-negative integer seed"),
+    (["show", "--seed", "1", "--bug", "no-such-bug"], "unknown bug slug 'no-such-bug'"),
+    (["show", "missing.toml"], "missing.toml"),
+    (["show", str(ROOT / "scenarios" / "default.toml")], "expected a [finding] table"),
+    (["show", "--seed", "1", "-o", "no/such/folder/page.html"], "cannot write the page (no folder no/such/folder)"),
+    (["show", "--seed", "1", "-o", "."], ".: is a folder"),
+    (["show", "--seed", "1", "-o", "bad\0name.html"], "cannot write the page"),
+])
+def test_show_errors_are_one_line_and_exit_2(argv, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert says in _one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_show_says_a_folder_it_cannot_write_in_one_line(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    assert main(["show", "--seed", "1", "-o", str(locked / "page.html")]) == 2
+    assert "cannot write the page (Permission denied)" in _one_line_error(capsys)
+
+
+# --- the page in a real browser -------------------------------------------------------------------
+
+def _chromium_or_skip() -> tuple[Any, str]:
+    """Playwright's sync API and the system Chromium; missing, the test is skipped, except under CI=true,
+    where it fails (so CI cannot pass by silently skipping the browser)."""
+    reason = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "Playwright is not installed (pip install -e '.[browser]')"
+    executable = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if reason is None and executable is None:
+        reason = "no Chromium on PATH (apt-get install chromium)"
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the browser test cannot run under CI: {reason}")
+        pytest.skip(reason)
+    return sync_playwright, str(executable)
+
+
+def test_the_page_in_headless_chromium(tmp_path, capsys):
+    sync_playwright, chromium = _chromium_or_skip()
+    page_file = tmp_path / "page.html"
+    assert main(["show", str(DUPLICATE_FINDING), "-o", str(page_file)]) == 0
+    hostile_file = tmp_path / "hostile.html"
+    hostile = run(scenario({"name": HOSTILE}, steps=[{"at": "0s", "actor": "c1", "action": "acquire"}]), 1)
+    hostile_file.write_text(render_page(page_data(hostile, Source(HOSTILE, "dst run --seed 1"))))
+    actors = {event[1] for event in _replayed(DUPLICATE_FINDING).trace}
+    assert actors == {"c1", "server", "net"}
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            errors: list[str] = []
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("dialog", lambda dialog: errors.append(f"a dialog opened: {dialog.message}"))
+            page.goto(page_file.as_uri())
+            page.wait_for_function("window.dstShow !== undefined")
+
+            violation = page.locator("[data-violation]")
+            assert violation.is_visible() and "no-foreign-release" in violation.inner_text()
+            for actor in actors:
+                assert page.locator(f'[data-lane="{actor}"]').is_visible(), actor
+
+            where = page.evaluate("dstShow.locate('lease', 'L1')")
+            page.mouse.move(where["x"], where["y"])
+            page.wait_for_function("document.querySelector('[data-detail]').getAttribute('data-detail') === 'lease'")
+            detail = page.inner_text("[data-detail]")
+            assert "lease L1" in detail and "token 1" in detail and "held by c1" in detail
+            assert page.locator("#tooltip").is_visible()
+
+            axis = page.locator("[data-axis]")
+            ticks, end = page.locator("[data-axis-tick]").all_inner_texts(), axis.get_attribute("data-view-end")
+            box = page.locator("#plot").bounding_box()
+            assert box is not None
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.mouse.wheel(0, -400)  # zoom in at the pointer
+            page.wait_for_function(f"document.querySelector('[data-axis]').getAttribute('data-view-end') !== '{end}'")
+            assert page.locator("[data-axis-tick]").all_inner_texts() != ticks
+            page.uncheck("#show-rest")  # the events outside the slice hidden, then the slice fitted
+            page.click("[data-action=fit-slice]")
+
+            shot = tmp_path / "page.png"
+            page.screenshot(path=str(shot))
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+            page.goto(hostile_file.as_uri())  # text from the run stays text
+            page.wait_for_function("window.dstShow !== undefined")
+            assert page.title() == "dst show: " + HOSTILE
+            assert page.inner_text("#title") == HOSTILE
+            assert page.locator("script").count() == 2 and page.locator("b").count() == 0
+            assert errors == []
+        finally:
+            browser.close()
