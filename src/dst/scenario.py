@@ -535,7 +535,21 @@ MAX_FILE_BYTES = 64 << 20  # far past any scenario or finding: a stray huge file
 
 
 def read_toml(path: str | Path, *, missing: str = "no such file") -> dict[str, Any]:
-    """The TOML document in a file, or a :class:`ScenarioError` in one line naming the file and what is wrong.
+    """The TOML document in a file, or a :class:`ScenarioError` in one line naming the file and what is wrong."""
+    where = one_line(str(path), PATH_LIMIT)
+    text = read_text(path, missing=missing)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
+        raise ScenarioError(f"{where}: not valid TOML for dst: arrays or inline tables nested too deep") from None
+    except ValueError as e:  # int()'s own limit, which tomllib lets through: an integer of over 4,300 digits
+        raise ScenarioError(f"{where}: not valid TOML for dst: {str(e).split(';')[0]}") from None
+
+
+def read_text(path: str | Path, *, missing: str = "no such file") -> str:
+    """The UTF-8 text of a file, or a :class:`ScenarioError` in one line naming the file and what is wrong.
 
     Only a regular file is read: a FIFO would block and a device might never end."""
     where = one_line(str(path), PATH_LIMIT)
@@ -561,18 +575,10 @@ def read_toml(path: str | Path, *, missing: str = "no such file") -> dict[str, A
     if len(data) > MAX_FILE_BYTES:
         raise ScenarioError(f"{where}: cannot read the file (larger than {MAX_FILE_BYTES >> 20} MiB)")
     try:
-        text = data.decode("utf-8-sig")  # -sig: a byte-order mark some editors write is not a TOML error
+        return data.decode("utf-8-sig")  # -sig: a byte-order mark some editors write is not an error
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{where}: cannot read the file (not UTF-8 text: byte {e.start + 1} is "
                             f"{data[e.start]:#04x})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{where}: not valid TOML: {e}") from None
-    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
-        raise ScenarioError(f"{where}: not valid TOML for dst: arrays or inline tables nested too deep") from None
-    except ValueError as e:  # int()'s own limit, which tomllib lets through: an integer of over 4,300 digits
-        raise ScenarioError(f"{where}: not valid TOML for dst: {str(e).split(';')[0]}") from None
 
 
 def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None) -> Scenario:

@@ -1,0 +1,116 @@
+"""A campaign's report as JUnit XML, for CI systems that show test results: one failing test case per
+signature, one skipped per kind of run not judged in full, and one passing per invariant that held.
+
+The XML holds no wall-clock figure, so the same report gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from .scenario import PATH_LIMIT, one_line
+
+
+class JUnitError(ValueError):
+    """The JUnit file cannot be written there; ``str()`` is one line (exit 2)."""
+
+
+def _seed_list(group: dict[str, Any]) -> str:
+    shown = ", ".join(str(s) for s in group["seeds"])
+    more = group["count"] - len(group["seeds"])
+    return f"{shown} (and {more:,} more)" if more > 0 else shown
+
+
+def junit_xml(report: dict[str, Any]) -> bytes:
+    """The report (``dst fuzz --json``'s, or ``dst merge``'s) as a JUnit XML document."""
+    # Model text goes through one_line: it escapes the control characters XML 1.0 cannot carry at all.
+    findings = {f["signature"]: f["path"] for f in report["findings"]}
+    violated = {s["invariant"] for s in report["signatures"]}
+    held = [i for i in report["invariants"] if i not in violated]
+    seeds = report["seeds"]
+    tests = len(report["signatures"]) + len(report["unjudged"]) + len(held)
+    counts = {"tests": str(tests), "failures": str(len(report["signatures"])), "errors": "0",
+              "skipped": str(len(report["unjudged"]))}
+    root = ET.Element("testsuites", {"name": "dst", **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": one_line(f"dst fuzz {report['scenario']}"), **counts})
+    properties = ET.SubElement(suite, "properties")
+    shown = {"scenario": report["scenario"], "source": report["source"], "model": report["model"],
+             "bugs": ", ".join(report["bugs"]), "swarm": str(report["swarm"]).lower(),
+             "seeds": f"{seeds['first']}:{'' if seeds['stop'] is None else seeds['stop']}",
+             "shard": seeds["shard"] or "all", "seeds_run": str(report["seeds_run"]),
+             "interrupted": str(report["interrupted"]).lower()}
+    if seeds.get("shards_missing"):
+        shown["shards_missing"] = ", ".join(str(k) for k in seeds["shards_missing"])
+    for name, value in shown.items():
+        ET.SubElement(properties, "property", name=name, value=one_line(value))
+    for sig in report["signatures"]:
+        case = ET.SubElement(suite, "testcase", classname=one_line(sig["invariant"]), name=one_line(sig["signature"]))
+        failure = ET.SubElement(case, "failure", type=one_line(sig["invariant"]),
+                                message=one_line(f"{sig['invariant']}: {sig['message']}"))
+        lines = [f"reproduce: {sig['reproduce']}",
+                 f"first seed: {sig['first_seed']}" + ("" if sig["time_ms"] is None else f", at t={sig['time_ms']}ms"),
+                 f"seeds ({sig['count']:,}): {_seed_list(sig)}"]
+        if sig["signature"] in findings:
+            lines.append(f"finding: {findings[sig['signature']]} (dst replay it)")
+        failure.text = "\n".join(one_line(line) for line in lines) + "\n"
+    for group in report["unjudged"]:
+        case = ET.SubElement(suite, "testcase", classname="unjudged", name=one_line(group["kind"]))
+        skipped = ET.SubElement(case, "skipped", message=one_line(f"{group['count']:,} seed(s) not judged in full: "
+                                                                  f"{group['why']}"))
+        skipped.text = "\n".join(one_line(line) for line in [f"reproduce: {group['reproduce']}",
+                                                             f"seeds: {_seed_list(group)}"]) + "\n"
+    for invariant in held:
+        ET.SubElement(suite, "testcase", classname=one_line(invariant), name=one_line(invariant))
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def _where(path: Path) -> str:
+    return one_line(str(path), PATH_LIMIT)
+
+
+def junit_ready(path: Path) -> Path:
+    """Make sure the JUnit file can be written at ``path`` (its folder created if missing), or say why in one
+    line: before a campaign, so an hour of fuzzing does not end in a report that cannot be saved."""
+    try:
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+            what = "a folder" if path.is_dir() else "a FIFO, socket or device"
+            raise JUnitError(f"{_where(path)}: --junit: expected a file to write, but it is {what}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".dst-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except JUnitError:
+        raise
+    except OSError as e:
+        raise JUnitError(f"{_where(path)}: --junit: cannot write the file there ({e.strerror or type(e).__name__})"
+                         ) from None
+    except ValueError as e:  # a NUL in the name
+        raise JUnitError(f"{_where(path)}: --junit: cannot write the file there ({e})") from None
+    return path
+
+
+def write_junit(path: Path, report: dict[str, Any]) -> None:
+    """Write the report's JUnit XML at ``path`` atomically: a reader sees the old file or the whole new one,
+    never half of it, and nothing but ``path`` is touched."""
+    data = junit_xml(report)
+    try:
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(temp, 0o644)  # readable by whatever collects CI artifacts, as a finding is
+            os.replace(temp, path)
+        except BaseException:
+            os.unlink(temp)
+            raise
+    except OSError as e:
+        raise JUnitError(f"{_where(path)}: --junit: cannot write the file ({e.strerror or type(e).__name__})"
+                         ) from None
