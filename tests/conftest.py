@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import shutil
 from typing import Any
 
 import pytest
@@ -49,3 +51,21 @@ def default_scenario() -> Scenario:
     from dst.scenario import load_scenario
 
     return load_scenario()
+
+
+def chromium_or_skip() -> tuple[Any, str]:
+    """Playwright's sync API and the system Chromium; missing, the test is skipped, except under CI=true,
+    where it fails (so CI cannot pass by silently skipping the browser)."""
+    reason = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "Playwright is not installed (pip install -e '.[browser]')"
+    executable = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if reason is None and executable is None:
+        reason = "no Chromium on PATH (apt-get install chromium)"
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the browser test cannot run under CI: {reason}")
+        pytest.skip(reason)
+    return sync_playwright, str(executable)

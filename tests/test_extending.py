@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dst
 from dst.faults import FAULTS
-from dst.invariants import INVARIANTS
+from dst.invariants import INVARIANTS, SITUATIONS
 from dst.reference.bugs import KNOWN_BUGS
 
 SRC = Path(dst.__file__).resolve().parent
@@ -24,10 +24,16 @@ def test_a_fault_kind_is_named_only_by_its_record_and_the_hosts_that_carry_it_ou
             assert _files_naming(rf"[\"']{word}[\"']") <= {"faults.py", "sim/hosts.py", "sim/network.py"}, word
 
 
-def test_an_invariant_id_is_named_only_by_its_unit_and_the_bugs_that_break_it():
+def test_an_invariant_id_is_named_only_by_its_unit_the_bugs_that_break_it_and_the_cases_that_test_it():
     for unit in INVARIANTS:
         assert _files_naming(rf"[\"']{unit.id}[\"']") <= {"invariants/leases.py", "invariants/runs.py",
-                                                           "invariants/fencing.py", "reference/bugs.py"}, unit.id
+                                                           "invariants/fencing.py", "reference/bugs.py",
+                                                           "invariants/situations.py", "reference/service.py"}, unit.id
+
+
+def test_a_situation_id_is_named_only_by_its_unit():
+    for unit in SITUATIONS:
+        assert _files_naming(rf"[\"']{unit.id}[\"']") == {"invariants/situations.py"}, unit.id
 
 
 def test_a_bug_is_its_record_one_model_file_with_its_wrong_line_and_its_scenario():
@@ -42,5 +48,6 @@ def test_a_bug_is_its_record_one_model_file_with_its_wrong_line_and_its_scenario
 
 def test_the_counts_in_extending_md_are_the_ones_above():
     text = DOC.read_text()
-    for what, files in (("a fault kind", 1), ("an invariant", 1), ("a catalogue bug", 3), ("your own service", 0)):
+    for what, files in (("a fault kind", 1), ("an invariant", 1), ("a risky situation", 1), ("a catalogue bug", 3),
+                        ("your own service", 0)):
         assert re.search(rf"\| {what} \| {files} \|", text), what

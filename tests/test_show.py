@@ -17,7 +17,7 @@ from dst.show import (GENERATOR, Source, embed_json, fault_marks, lease_bars, me
                       read_page_data, render_page)
 from dst.sim.trace import format_detail
 
-from conftest import scenario
+from conftest import chromium_or_skip, scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 PAUSE_FINDING = ROOT / "findings" / "009-two-leases-on-one-seat-after-a-pause.toml"
@@ -206,26 +206,8 @@ def test_show_says_a_folder_it_cannot_write_in_one_line(tmp_path, capsys):
 
 # --- the page in a real browser -------------------------------------------------------------------
 
-def _chromium_or_skip() -> tuple[Any, str]:
-    """Playwright's sync API and the system Chromium; missing, the test is skipped, except under CI=true,
-    where it fails (so CI cannot pass by silently skipping the browser)."""
-    reason = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "Playwright is not installed (pip install -e '.[browser]')"
-    executable = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
-    if reason is None and executable is None:
-        reason = "no Chromium on PATH (apt-get install chromium)"
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the browser test cannot run under CI: {reason}")
-        pytest.skip(reason)
-    return sync_playwright, str(executable)
-
-
 def test_the_page_in_headless_chromium(tmp_path, capsys):
-    sync_playwright, chromium = _chromium_or_skip()
+    sync_playwright, chromium = chromium_or_skip()
     page_file = tmp_path / "page.html"
     assert main(["show", str(DUPLICATE_FINDING), "-o", str(page_file)]) == 0
     hostile_file = tmp_path / "hostile.html"

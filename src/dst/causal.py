@@ -90,7 +90,7 @@ def _belongs(event: Event, text: str, key: str | None, things: set[str], clients
     actor, kind = event[1], event[2]
     if key is not None:
         return key in conversations  # a request or response, or the network's doing to one
-    if kind in STEP_KINDS or kind in ("aim", "moment", "skip", "clock-skew"):
+    if kind in STEP_KINDS or kind in ("aim", "moment", "skip"):
         if every_step or actor == "server" or actor in clients:
             return True
     return bool(_things(text) & things or _clients(text) & clients or (actor in clients and kind != "drop"))

@@ -47,6 +47,7 @@ def _partition(sim: Any, step: Any) -> None:
     sim.trace.append((now, step.actor, "partition", f"from the server until t={until}"))
     partitioned = sim.network.partitioned
     partitioned[step.actor] = max(partitioned.get(step.actor, 0), until)
+    sim.ghost.client_cut_off(step.actor, until)
 
 
 def _clock_skew(sim: Any, step: Any) -> None:
@@ -94,6 +95,8 @@ class FaultKind:
     drawn_as: str = ""  # the trace event its draws make (pinned kinds): a finding without the step is named by it
     merges_into: str = ""  # a client's several faults of this kind say what one of that (client) kind says
     duration: tuple[int, int] = (0, 0)  # its duration range when a scenario gives only a rate (ms)
+    ends_on: tuple[str, ...] = ()  # the actor's trace events that end it (dst show draws it as a span until one)
+    cuts_as: str = ""  # what the network's trace calls its doing to a message (a partition's "cut")
 
 
 FAULTS: tuple[FaultKind, ...] = (
@@ -106,10 +109,11 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("pause", "pause", "client", "for", _pause,
               "a client is frozen; whatever would wake it waits until it resumes, and it continues where it "
               "stopped (a work slice cut by the pause is reported to the job, which checks its lease before "
-              "working again)", "after-a-pause", 2, "yellow", merges_into="pause", duration=(1_000, 90_000)),
+              "working again)", "after-a-pause", 2, "yellow", merges_into="pause", duration=(1_000, 90_000),
+              ends_on=("resume", "crash", "restart")),
     FaultKind("partition", "partition", "client", "for", _partition,
               "messages between a client and the server are cut (the resource is still reachable)",
-              "during-a-partition", 3, "magenta", duration=(1_000, 60_000)),
+              "during-a-partition", 3, "magenta", duration=(1_000, 60_000), cuts_as="cut"),
     FaultKind("clock_skew", "clock-skew", "client", "by", _clock_skew,
               "a client's wall clock is set back by the duration (an NTP step, a restored VM): a program that times "
               "its lease on it believes it valid for longer; the server's clock is the authority",
@@ -117,11 +121,11 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("server_restart", "restart", "server", "down", _server_restart,
               "the server loses process memory and every in-flight handler, keeps its durable store, is down for "
               "the duration, and starts its background loops again", "after-a-server-restart", 0, "red",
-              duration=(0, 5_000)),
+              duration=(0, 5_000), ends_on=("boot",)),
     FaultKind("server_pause", "pause", "server", "for", _server_pause,
               "the server process is frozen (a stop-the-world pause): no handler and no background loop runs and "
               "requests wait, then it goes on where it stopped, its memory intact", "after-a-server-pause", 1, "yellow",
-              duration=(1_000, 30_000)),
+              duration=(1_000, 30_000), ends_on=("resume", "restart", "boot")),
     # Pinned kinds: `message` names a message as the trace does (17.3.0: step 17's first message of kind 3).
     FaultKind("slow", "slow", "server", "by", _pin_slow,
               "the handler of `message` takes `by` longer over its `round_trip`-th store round trip",

@@ -21,8 +21,9 @@ import attrs
 from .causal import causal_slice
 from .explore.generate import generate_plan
 from .invariants import BY_ID, Ghost, Violation
+from .invariants.situations import cases_met, catalogue
 from .models import ModelError, name_of
-from .faults import befell, fault_of
+from .faults import BY_NAME, befell, fault_of
 from .plan import Step, is_client, make_step
 from .plan import format_duration
 from .scenario import Scenario, ScenarioError, with_model
@@ -83,6 +84,15 @@ class RunResult:
     # What the network and the server recorded of the faults that befell messages and round trips.
     befell: tuple[list[tuple[int, str, int, int]], list[tuple[int, int, int, int]]] = ([], [])
     unjudged: Unjudged | None = None
+    situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
+    cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for
+
+    @property
+    def fired(self) -> dict[str, int]:
+        """Every fault that struck, by kind: the plan's, and those the network and the store drew at random."""
+        fired = Counter({kind: n for kind, n in self.faults.items() if not BY_NAME[kind].pinned})
+        fired.update(action for _, _, action, _ in befell(*self.befell))  # a message fault's action is its name
+        return dict(sorted(fired.items()))
 
     @property
     def ok(self) -> bool:
@@ -130,6 +140,8 @@ class RunResult:
             "jobs": dict(sorted(self.jobs.items())),
             "invariants": list(self.invariants),
             "checks": self.checks,
+            "situations": self.situations,
+            "cases": self.cases,
             "violation": None,
         }
         if self.violation is not None:
@@ -384,11 +396,13 @@ class Simulation:
         for host in self.clients.values():
             jobs.update(host.ended)
         checks = self.ghost.checks
+        reached = self.ghost.situations_reached()
         result = RunResult(
             scenario=scenario.name, model=scenario.model.impl, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
             checks=checks, jobs=dict(jobs), violation=violation, befell=(self.network.drawn, self.server.drawn),
-            unjudged=unjudged,
+            unjudged=unjudged, situations=reached,
+            cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants),
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Sequence
 import attrs
 
 from .causal import STEP_KINDS, causal_slice
-from .faults import BY_NAME, FAULTS, FaultKind, fault_of
+from .faults import FAULTS, FaultKind, fault_of
 from .plan import is_client
 from .render import _ACTION_STYLE, _lane_order
 from .runner import RunResult
@@ -42,7 +42,7 @@ OWN = "@ (#)"  # (record, key): the user sent one (to the server), or a client o
 RESOURCE_WRITE = "@ from $: @"  # (request, source, response): the resource received a write and answered it
 NETWORK = ("$->$ #", "$->$ # by $")  # (source, destination, key[, delay]): the network's doing to a message
 # The one fact read from formatted text: when a partition heals (its event says "until t=<ms>").
-_PARTITION_UNTIL = re.compile(r"until t=(\d+)$")
+_UNTIL = re.compile(r"until t=(\d+)$")
 
 # The reference protocol's records, read by their fields (a model that speaks it, such as the SQLite
 # example, is drawn the same way): a response with ``lease``, ``token`` and ``expiry`` grants a lease;
@@ -53,7 +53,10 @@ _PARTITION_UNTIL = re.compile(r"until t=(\d+)$")
 _HELD_AT_END = "held when the run ended"
 
 MESSAGE_KINDS = frozenset({"send", "recv", "reply"})
-LOST = frozenset({"lost", "cut"})  # the network events after which a message is never delivered
+# The network events after which a message is never delivered: a partition's cut, and a message
+# fault that says what a partition says (a loss).
+LOST = frozenset({*(kind.cuts_as for kind in FAULTS if kind.cuts_as),
+                  *(kind.drawn_as for kind in FAULTS if kind.target == "net" and kind.merges_into)})
 
 
 def _detail_args(event: Event, template: str | tuple[str, ...]) -> tuple[Any, ...] | None:
@@ -186,23 +189,20 @@ def _bar(lease: _Lease, run_end: int) -> LeaseBar:
 class FaultMark:
     """A fault as the trace shows it: a span (``end`` set) or a mark at ``start``, on ``actor``'s lane."""
 
-    kind: str  # the fault kind's name (dst.faults): "pause", "server_restart", "duplicate", ...
+    kind: str  # the fault kind's name (dst.faults)
     actor: str
     start: int
     end: int | None
     event: int  # the trace index of the event that says it
 
 
-# The network's events, by the kind of fault they come from ("cut": a partition's doing).
+# The network's events, by the kind of fault they come from (a pinned kind's draws; a partition's cuts).
 _NETWORK_FAULTS: dict[str, FaultKind] = {**{kind.drawn_as: kind for kind in FAULTS if kind.target == "net"},
-                                         "cut": BY_NAME["partition"]}
-# Faults drawn as spans until a later event of the same actor: the events that end one. (A partition's
-# event says when it heals; a slow round trip's extra latency is on the server's record.)
-_SPAN_ENDS: dict[str, tuple[str, ...]] = {
-    "pause": ("resume", "crash", "restart"),
-    "server_pause": ("resume", "restart", "boot"),
-    "server_restart": ("boot",),
-}
+                                         **{kind.cuts_as: kind for kind in FAULTS if kind.cuts_as}}
+# Faults drawn as spans until a later event of the same actor (``ends_on``). A fault with a duration
+# and no such event (a partition) says in its event when it ends; a slow store round trip's extra
+# latency is on the server's record.
+_SPAN_ENDS: dict[str, tuple[str, ...]] = {kind.name: kind.ends_on for kind in FAULTS if kind.ends_on}
 
 
 @attrs.frozen
@@ -242,11 +242,11 @@ def fault_marks(raw_trace: Sequence[Event], run_end: int,
         if fault is None:
             continue
         end: int | None = None
-        if fault.name == "slow":
+        if fault.pinned and fault.target == "server":  # a slow store round trip
             drawn = next(slow, None)
             end = None if drawn is None else now + drawn[3]
-        elif fault.name == "partition" and actor != "net":
-            healed = _PARTITION_UNTIL.search(str(detail))
+        elif fault.duration_arg and not fault.ends_on and actor != "net":  # its event says until when
+            healed = _UNTIL.search(str(detail))
             end = min(int(healed.group(1)), run_end) if healed else run_end
         marks.append(FaultMark(fault.name, actor, now, end, i))
         if fault.name in _SPAN_ENDS:

@@ -39,7 +39,7 @@ __all__ = [
     "message", "Submit", "Cancel", "RunClaim",
     "Facts", "LeaseView", "RunView", "ClaimView", "Bounds",
     "Service", "Resource", "Order", "Job", "Handler", "System",
-    "Workload", "Env", "Bug", "Model", "option", "OptionError", "OptionKind",
+    "Workload", "Env", "Bug", "Situation", "Model", "option", "OptionError", "OptionKind",
 ]
 
 SERVER = "server"  # where requests go
@@ -207,6 +207,9 @@ class Facts(Protocol):
 
     def update_accepted(self, run: int, token: int, what: str) -> None:
         """An ack or terminal write (``what``) under claim ``token`` was accepted."""
+
+    def reached(self, situation: str) -> None:
+        """A risky situation the model declares (``Model.situations``) just happened; campaigns count them."""
 
 
 class LeaseView(Protocol):
@@ -379,6 +382,18 @@ class Bug:
 
 
 @attrs.frozen
+class Situation:
+    """A risky situation a campaign should reach, for its coverage: a model declares its own (reported with
+    ``env.facts.reached(id)``), beside those dst sees itself (a holder paused past its expiry, say)."""
+
+    id: str
+    statement: str  # what happened, in a line
+    tests: tuple[str, ...] = ()  # the invariants that exist for this case
+    never: str = ""  # what a campaign that never reached it did not do: "no release was ever repeated"
+    parts: frozenset[str] = frozenset()  # the parts of a model it needs ("leases", "runs"; empty: any)
+
+
+@attrs.frozen
 class Model(Generic[O]):
     """What ``[model] impl`` names: how to build a fresh system, its options and its bugs.
 
@@ -389,6 +404,7 @@ class Model(Generic[O]):
     options: type[O] | None = None
     bugs: tuple[Bug, ...] = ()
     scenarios: str | None = None
+    situations: tuple[Situation, ...] = ()  # the risky situations it reports reaching (campaign coverage)
     description: str = ""
     client_moments: tuple[str, ...] = ()  # the moments its client programs mark (targeted faults aim at them)
     server_moments: tuple[str, ...] = ()  # ... and its handlers

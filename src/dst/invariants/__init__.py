@@ -12,10 +12,11 @@ from . import runs  # noqa: F401
 from . import fencing  # noqa: F401
 from .base import HOOKS, INVARIANTS, Invariant, Violation, invariant, shape
 from .ghost import Ghost, ServerWatch
+from .situations import SITUATIONS, Situation
 
 INVARIANT_IDS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS)
 RUN_INVARIANTS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS if unit.parts == frozenset({"runs"}))
 BY_ID: dict[str, type[Invariant]] = {unit.id: unit for unit in INVARIANTS}
 
 __all__ = ["BY_ID", "HOOKS", "INVARIANTS", "INVARIANT_IDS", "RUN_INVARIANTS", "Ghost", "Invariant", "ServerWatch",
-           "Violation", "invariant", "shape"]
+           "SITUATIONS", "Situation", "Violation", "invariant", "shape"]

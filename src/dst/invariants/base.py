@@ -10,7 +10,7 @@ costs nothing more than the ghost's own bookkeeping (Trio's instruments, dispatc
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..sim.kernel import StopRun
 
@@ -35,6 +35,10 @@ HOOKS = (
     "cancel_handled",         # (run): the server finished handling a cancel of the run
     "quiet_period_over",      # (workers_alive, busy): the drain and the quiet period passed; ``busy``: the
                               # clients still at work (a drain that ran out): what they hold is live, not stranded
+    "client_paused",          # (client, until): a client is frozen until ``until``
+    "client_cut_off",         # (client, until): a client is partitioned from the server until ``until``
+    "server_down",            # (): the server went down (a restart) or froze (a pause)
+    "claimed",                # (run, token): a run was delivered under a new claim
 )
 
 
@@ -48,22 +52,30 @@ class Violation(StopRun):
         self.message = message
 
 
-class Invariant:
+class Unit:
+    """What the ghost hands facts to: a stable id, the parts of a model it needs, a method per hook."""
+
     id: ClassVar[str]
-    title: ClassVar[str]  # what a violation looks like, as words of a finding's file name
     statement: ClassVar[str]
-    parts: ClassVar[frozenset[str]]  # the parts of a model it checks: "leases", "runs"
+    parts: ClassVar[frozenset[str]]  # the parts of a model it needs: "leases", "runs"
 
     def __init__(self, ghost: Ghost) -> None:
         self.g = ghost
-        self.checks = 0
-
-    def fail(self, message: str) -> None:
-        raise Violation(self.id, self.g.kernel.now, message)
 
     @classmethod
     def watches(cls) -> tuple[str, ...]:
         return tuple(hook for hook in HOOKS if callable(getattr(cls, hook, None)))
+
+
+class Invariant(Unit):
+    title: ClassVar[str]  # what a violation looks like, as words of a finding's file name
+
+    def __init__(self, ghost: Ghost) -> None:
+        super().__init__(ghost)
+        self.checks = 0
+
+    def fail(self, message: str) -> None:
+        raise Violation(self.id, self.g.kernel.now, message)
 
     @classmethod
     def titled(cls, message: str) -> str:
@@ -72,17 +84,22 @@ class Invariant:
 
 
 INVARIANTS: list[type[Invariant]] = []  # in registration order: the order ids are listed and checked in
-WATCHES: dict[type[Invariant], tuple[str, ...]] = {}  # each unit's hooks, worked out once
+WATCHES: dict[type[Unit], tuple[str, ...]] = {}  # each unit's hooks, worked out once
+
+
+def register(cls: type[Unit], registry: list[Any], *, allowed: tuple[str, ...] = ()) -> None:
+    """Check a unit's methods are hooks (or private), its id is new, and add it to ``registry``."""
+    stray = sorted(name for name in vars(cls) if not name.startswith("_") and callable(vars(cls)[name])
+                   and name not in HOOKS and name not in ("watches", *allowed))
+    assert not stray, f"{cls.__name__}: {stray} are not hooks (hooks: {', '.join(HOOKS)}); make helpers private"
+    assert cls.id not in [u.id for u in registry], f"two units are called {cls.id}"
+    registry.append(cls)
+    WATCHES[cls] = cls.watches()
 
 
 def invariant(cls: type[Invariant]) -> type[Invariant]:
     """Register an invariant unit (a class decorator)."""
-    stray = sorted(name for name in vars(cls) if not name.startswith("_") and callable(vars(cls)[name])
-                   and name not in HOOKS and name not in ("watches", "titled"))
-    assert not stray, f"{cls.__name__}: {stray} are not hooks (hooks: {', '.join(HOOKS)}); make helpers private"
-    assert cls.id not in [u.id for u in INVARIANTS], f"two invariants are called {cls.id}"
-    INVARIANTS.append(cls)
-    WATCHES[cls] = cls.watches()
+    register(cls, INVARIANTS, allowed=("titled",))
     return cls
 
 

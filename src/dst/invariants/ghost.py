@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable
 
 from ..sim.kernel import Kernel
 from ..sut import Bounds, Cancel, LeaseView, RunView
-from .base import HOOKS, INVARIANTS, WATCHES, Invariant
+from .base import HOOKS, INVARIANTS, WATCHES, Invariant, Unit
+from .situations import SITUATIONS, Situation
 
 
 class ServerWatch:
@@ -64,6 +65,8 @@ class Ghost:
         self.bounds = Bounds()
         self.server = ServerWatch(kernel)
         self.units: tuple[Invariant, ...] = ()
+        self.situations: tuple[Situation, ...] = ()
+        self.model_reached: dict[str, int] = {}
         self._watchers: dict[str, tuple[Callable[..., None], ...]] = {hook: () for hook in HOOKS}
         self._bind()
 
@@ -100,8 +103,14 @@ class Ghost:
         self.runs_view = runs
         self.bounds = bounds
         chosen = set(invariants)
+        parts = {"leases"} if leases is not None else set()
+        if runs is not None:
+            parts.add("runs")
         self.units = tuple(unit(self) for unit in INVARIANTS if unit.id in chosen)
-        self._watchers = {hook: tuple(getattr(u, hook) for u in self.units if hook in WATCHES[type(u)]) for hook in HOOKS}
+        self.situations = tuple(unit(self) for unit in SITUATIONS if unit.parts & parts)
+        # A situation hears a fact before the invariants, which may end the run on it.
+        heard: tuple[Unit, ...] = (*self.situations, *self.units)
+        self._watchers = {hook: tuple(getattr(u, hook) for u in heard if hook in WATCHES[type(u)]) for hook in HOOKS}
         self._bind()
 
     def _bind(self) -> None:
@@ -117,6 +126,16 @@ class Ghost:
     @property
     def checks(self) -> int:
         return sum(u.checks for u in self.units)
+
+    def reached(self, situation: str) -> None:
+        """A situation the model declares came up (``dst.sut.Facts``)."""
+        self.model_reached[situation] = self.model_reached.get(situation, 0) + 1
+
+    def situations_reached(self) -> dict[str, int]:
+        """How often each situation came up in the run: dst's own and the model's."""
+        counts = {u.id: u.count for u in self.situations if u.count}
+        counts.update(self.model_reached)
+        return dict(sorted(counts.items()))
 
     # --- dst.sut.Facts: leases --------------------------------------------------------------
 
@@ -205,6 +224,8 @@ class Ghost:
             check(run, state)
 
     def claimed(self, run: int, token: int) -> None:
+        for check in self._watchers["claimed"]:
+            check(run, token)
         self.current_claim[run] = token
         self.run_moved = self.kernel.now
 
@@ -258,6 +279,16 @@ class Ghost:
 
     def server_down(self) -> None:
         self.server.up_since = None
+        for check in self._watchers["server_down"]:
+            check()
+
+    def client_paused(self, client: str, until: int) -> None:
+        for check in self._watchers["client_paused"]:
+            check(client, until)
+
+    def client_cut_off(self, client: str, until: int) -> None:
+        for check in self._watchers["client_cut_off"]:
+            check(client, until)
 
     def server_up(self) -> None:
         self.server.up_since = self.kernel.now

@@ -16,7 +16,7 @@ from .client import lease_job
 from .protocol import Write
 from .resource import FencedResource
 from .runs import DEADLINE_TICK, RunService, RunStore, Worker
-from .service import LeaseService
+from .service import RELEASE_REPEATED, LeaseService
 from .store import Store
 
 Handler = Coroutine[Any, Any, Any]
@@ -87,7 +87,7 @@ def build(env: Env[ReferenceOptions]) -> System:
                   # beside it, reset on restart (docket's generation inside the hash it guards)
                   durable_fence=not bugs.volatile_fence_counter)
     leases = LeaseService(store, clock, limits=limits, ttl=o.ttl, retry_after=o.retry_after,
-                          reaper_interval=o.reaper_interval, bugs=bugs)
+                          reaper_interval=o.reaper_interval, bugs=bugs, facts=env.facts)
     # The runs part runs only when the plan has runs: its deadline loop would cost events in every run.
     run_store = RunStore(env.facts) if env.workload.runs else None
     service = Server(leases) if run_store is None else Server(leases, RunService(run_store, clock, o, bugs))
@@ -123,5 +123,6 @@ model: Model[ReferenceOptions] = Model(
     build, ReferenceOptions, CATALOGUE, scenarios="dst:scenarios",
     client_moments=("granted", "before-renew", "before-write", "before-release", "delivered", "before-ack"),
     server_moments=("checked",),
+    situations=(RELEASE_REPEATED,),
     description="the reference lease/slot service: limits, leases with a TTL, renewal, a reaper, fencing tokens, "
                 "and server-owned deadlines for runs")

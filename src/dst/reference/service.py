@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Coroutine
 
-from ..sut import Clock, moment, store_step
+from ..sut import Clock, Facts, Situation, moment, store_step
 from .bugs import Bugs
 from .protocol import (Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Refused, Release, Renew,
                        Renewed)
@@ -31,11 +31,18 @@ IMMORTAL_TTL = 100 * 365 * 24 * 3600 * 1000
 
 Handler = Coroutine[Any, Any, Any]
 
+RELEASE_REPEATED = Situation(
+    "release-repeated", "a release named a lease the service had already been asked to release (a retry or a "
+    "duplicate)", tests=("no-foreign-release", "slot-accounting"), never="no release was ever repeated",
+    parts=frozenset({"leases"}))
+
 
 class LeaseService:
     def __init__(self, store: Store, clock: Clock, *, limits: dict[str, int], ttl: int, retry_after: int,
-                 reaper_interval: int, bugs: Bugs) -> None:
+                 reaper_interval: int, bugs: Bugs, facts: Facts) -> None:
         self.store = store
+        self.facts = facts
+        self.asked_to_release: set[int] = set()  # for coverage only (RELEASE_REPEATED), not service state
         self.clock = clock
         self.limits = limits
         # wrong (immortal-lease): a TTL that is effectively infinite is never reclaimed (Prefect #9895).
@@ -83,6 +90,9 @@ class LeaseService:
         return Renewed(lease.expiry)
 
     async def _release(self, req: Release) -> Any:
+        if req.lease in self.asked_to_release:  # a retry after a timeout, or a duplicate on the wire
+            self.facts.reached(RELEASE_REPEATED.id)
+        self.asked_to_release.add(req.lease)
         await store_step()
         store = self.store
         lease = store.get_lease(req.lease)

@@ -161,6 +161,7 @@ class ClientHost:
             self.wait += 1
             self._stop_work()
         self.paused_until = until
+        self.ghost.client_paused(self.name, until)
         self.kernel.at(until, self._resume, (self.incarnation, until))
 
     def _resume(self, arg: tuple[int, int]) -> None:
@@ -350,8 +351,8 @@ class ServerHost:
         self.serving = 0  # the process's handlers are gone
         self.paused_until = -1
         self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
+        self.ghost.server_down()  # down first: what the crash then loses was held when it went down
         self.service.crash()
-        self.ghost.server_down()
         self.ghost.settle()
         self.kernel.after(down, self._boot_epoch, self.epoch)
 

@@ -1,0 +1,63 @@
+"""What a campaign exercised: faults fired by kind, risky situations reached, invariants that met their cases.
+
+A campaign that never reaches the situation a bug needs looks, in its violation count, just like
+one that searched hard and found nothing. Coverage tells them apart: each run reports the faults
+that struck it, the situations it reached (:mod:`dst.invariants.situations`) and how often each
+invariant it checked met a case it exists for; the campaign sums them, and its report names what
+was never reached and which invariants therefore were never put to the test.
+
+The report holds only counts (every situation and invariant listed, zeros included), so shard
+reports sum key by key into the report of the whole campaign.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import attrs
+
+from ..invariants import INVARIANT_IDS, INVARIANTS
+from ..sut import Situation
+
+
+@attrs.define
+class Coverage:
+    """Running totals over a campaign's runs."""
+
+    faults: Counter[str] = attrs.Factory(Counter)  # kind -> times it struck
+    reached: Counter[str] = attrs.Factory(Counter)  # situation -> times it came up
+    runs: Counter[str] = attrs.Factory(Counter)  # situation -> runs it came up in
+    cases: Counter[str] = attrs.Factory(Counter)  # invariant -> cases it met
+
+    def add(self, fired: tuple[tuple[str, int], ...], reached: tuple[tuple[str, int], ...],
+            cases: tuple[tuple[str, int], ...]) -> None:
+        self.faults.update(dict(fired))
+        self.reached.update(dict(reached))
+        self.runs.update(name for name, _ in reached)
+        self.cases.update(dict(cases))
+
+    def report(self, situations: tuple[Situation, ...], checked: set[str]) -> dict[str, Any]:
+        """The JSON of it: every situation that tests an invariant the campaign checked, and every such
+        invariant, zeros included (a zero is the news)."""
+        parts = {part for unit in INVARIANTS if unit.id in checked and len(unit.parts) == 1 for part in unit.parts}
+        relevant = [s for s in situations if set(s.tests) & checked and (not s.parts or s.parts & parts)]
+        return {
+            "faults": dict(sorted(self.faults.items())),
+            "situations": {s.id: {"reached": self.reached[s.id], "runs": self.runs[s.id]} for s in relevant},
+            "invariants": {i: self.cases[i] for i in INVARIANT_IDS if i in checked},
+        }
+
+
+def never_reached(coverage: dict[str, Any], situations: tuple[Situation, ...]) -> list[str]:
+    """One line per situation a campaign never reached, naming the invariants it left untested there."""
+    by_id = {s.id: s for s in situations}
+    checked = set(coverage.get("invariants", {}))
+    lines = []
+    for name, counts in coverage.get("situations", {}).items():
+        s = by_id.get(name)
+        if counts.get("runs") or s is None:
+            continue
+        untested = [i for i in s.tests if i in checked]
+        lines.append(f"{s.never or f'{name} never came up'}: {', '.join(untested)} never tested against it")
+    return lines
