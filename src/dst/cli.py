@@ -31,9 +31,11 @@ from typing import Any, NoReturn, Sequence, TextIO, cast
 import attrs
 
 from . import __version__
-from .explore.fuzz import (Outcome, Shard, StopRequest, Tally, Terminated, campaign, count_seeds, pick, seeds,
-                          worker_pool)
+from .explore.fuzz import (SEEDS_SHOWN, Outcome, Shard, StopRequest, Tally, Terminated, campaign, count_seeds, pick,
+                          seeds, worker_pool)
+from .explore.cluster import ClusterError, ClusterExecutor
 from .explore.swarm import swarm
+from .invariants.situations import catalogue
 from .findings import FindingError, FolderError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration, shorten
@@ -45,6 +47,7 @@ EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
 _LINE_LIMIT = 1000  # characters of an error line, whatever the text it quotes
 MAX_WORKERS = 1024
+DEFAULT_WORKERS = min(os.cpu_count() or 1, MAX_WORKERS)
 
 
 class UsageError(Exception):
@@ -135,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bug", action="append", default=[], metavar="SLUG",
                        help="switch on one of the model's bugs (repeatable); adds to the scenario's bugs")
 
+    def junit_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--junit", metavar="FILE", type=Path,
+                       help="also write the report as JUnit XML to FILE (a failing test case per signature)")
+
     p = sub.add_parser("run", help="run one seeded simulation of a scenario")
     p.add_argument("--seed", type=_seed, default=1, help="the seed (default 1)")
     scenario_options(p)
@@ -152,8 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--count", type=_positive, metavar="N", help="seeds 1 to N")
     p.add_argument("--time-budget", type=_seconds, metavar="DURATION", help="stop starting seeds after this, e.g. 90s")
     p.add_argument("--shard", type=_shard, metavar="K/N", help="only the seeds s with s %% N == K-1 (CI job K of N)")
-    p.add_argument("--workers", type=_workers, default=min(os.cpu_count() or 1, MAX_WORKERS), metavar="N",
+    p.add_argument("--workers", type=_workers, metavar="N",
                    help="parallel processes (default: the number of cores); results do not depend on it")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the seeds on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786) instead "
+                        "of local processes; same results (needs the cluster extra; see docs/cluster.md)")
     p.add_argument("--no-swarm", dest="swarm", action="store_false",
                    help="run every seed with the scenario's faults as written (default: each seed picks them)")
     p.add_argument("--stop-on-first", action="store_true", help="stop at the first violation")
@@ -163,7 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shrink-candidates", type=_positive, default=1, metavar="K",
                    help="minimize the first K seeds of each signature and keep the smallest (default 1)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    junit_option(p)
     p.set_defaults(handler=_cmd_fuzz)
+
+    p = sub.add_parser("merge", help="combine the --json reports of a campaign's shards into one report")
+    p.add_argument("files", nargs="+", metavar="FILE", help="what 'dst fuzz --shard K/N --json' printed, one per shard")
+    p.add_argument("--json", action="store_true", help="print the merged report as JSON (dst fuzz --json's schema)")
+    junit_option(p)
+    p.set_defaults(handler=_cmd_merge)
 
     p = sub.add_parser("shrink", help="minimize one violating seed and write it as a finding")
     p.add_argument("--seed", type=_seed, required=True, help="the violating seed")
@@ -188,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.set_defaults(handler=_cmd_replay)
 
+    p = sub.add_parser("show", help="draw a finding's replay, one seed's run, or a campaign's report as one "
+                                    "self-contained HTML page")
+    p.add_argument("file", nargs="?", metavar="FILE",
+                   help="a finding file to replay and draw, or a campaign's report (what dst fuzz --json or "
+                        "dst merge --json printed, a .json file) to draw its coverage; or give --seed")
+    p.add_argument("--seed", type=_seed, help="run this seed and draw it, instead of a finding")
+    scenario_options(p)
+    p.add_argument("--swarm", action="store_true", help="the seed's swarm choices, as dst fuzz ran it")
+    p.add_argument("-o", "--output", metavar="FILE", type=Path,
+                   help="where to write the page (default: dst-show-<finding or run>.html in this folder)")
+    p.add_argument("--force", action="store_true",
+                   help="replace FILE even if it is not a page dst show wrote (one it wrote is always replaced)")
+    p.set_defaults(handler=_cmd_show)
+
     p = sub.add_parser("bugs", help="list the bugs a model can switch on: what each breaks, and its story")
     p.add_argument("--model", metavar="IMPL", default=DEFAULT_IMPL,
                    help="whose bugs (default: the reference model, the bug catalogue)")
@@ -204,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wall time per bug (default 60s)")
     p.add_argument("--clean-seeds", type=_positive, default=100, metavar="N",
                    help="seeds per scenario with its bug switched off (default 100)")
-    p.add_argument("--workers", type=_workers, default=min(os.cpu_count() or 1, MAX_WORKERS), metavar="N",
+    p.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS, metavar="N",
                    help="parallel processes (default: the number of cores)")
     p.add_argument("--no-swarm", dest="swarm", action="store_false", help="run the scenarios as written")
     p.add_argument("--findings", metavar="DIR", help="also minimize each bug's violation and write it as a finding here")
@@ -254,7 +285,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except UsageError as e:
         _error(str(e))
         return EXIT_USAGE
-    except (ScenarioError, FindingError, ModelError, FolderError) as e:
+    except (ScenarioError, FindingError, ModelError, FolderError, ClusterError) as e:
         _error(f"dst: {e}")
         return EXIT_USAGE
     except Terminated:
@@ -470,6 +501,12 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         first, stop = 1, None
     else:
         raise UsageError("dst fuzz: say how many seeds: --seeds A:B, --count N or --time-budget DURATION")
+    _junit_ready(args)
+    recorder = None if args.no_findings else _Recorder(args, scenarios)
+    if recorder is not None:
+        ready(recorder.directory)  # a folder that cannot take a finding is said now, not after the minimizing
+    cluster = _cluster(args)  # after every check of the input: reaching a cluster can take seconds
+    workers = cluster.workers if cluster is not None else args.workers or DEFAULT_WORKERS
     started = time.monotonic()
     deadline = None if args.time_budget is None else started + args.time_budget
     total = None if stop is None else count_seeds(first, stop, args.shard)
@@ -480,13 +517,11 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
     progress = FuzzProgress(_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
     request = StopRequest()
-    if args.workers > 1:  # a pool: signals are noted, and the campaign stops at its next safe point
+    noted = workers > 1 or cluster is not None  # a pool or a cluster: a signal is only noted, and the campaign
+    if noted:  # stops at its next safe point
         saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
-    outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=args.workers,
-                        deadline=deadline, stop=request)
-    recorder = None if args.no_findings else _Recorder(args, scenarios)
-    if recorder is not None:
-        ready(recorder.directory)  # a folder that cannot take a finding is said now, not after the minimizing
+    outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=workers,
+                        deadline=deadline, executor=cluster, stop=request)
     try:
         with progress:
             for outcome in outcomes:
@@ -500,22 +535,62 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         interrupted = EXIT_TERMINATED if isinstance(halt, Terminated) else EXIT_INTERRUPTED
     finally:
         outcomes.close()
-        if args.workers > 1:
+        if cluster is not None:
+            cluster.close()
+        if noted:
             for sig, handler in saved.items():
                 signal.signal(sig, handler)
     wall = time.monotonic() - started
 
     report = _fuzz_report(args, scenarios, tally, wall, interrupted, first, stop)
     report["findings"] = [] if recorder is None else recorder.report()
+    if not _publish(args, report):
+        return EXIT_USAGE
+    if tally.violations:
+        return EXIT_VIOLATION
+    return interrupted or EXIT_OK
+
+
+def _cluster(args: argparse.Namespace) -> ClusterExecutor | None:
+    """The cluster of --cluster, connected and checked; None for local processes."""
+    if args.cluster is None:
+        return None
+    if args.workers is not None:
+        raise UsageError("dst fuzz: --cluster and --workers do not go together: the cluster's workers run the seeds")
+    from .explore.cluster import connect
+
+    return connect(args.cluster)
+
+
+def _junit_ready(args: argparse.Namespace) -> None:
+    """A --junit file that could not be written is said before any seed runs."""
+    from .junit import JUnitError, junit_ready
+
+    if args.junit is not None:
+        try:
+            junit_ready(args.junit)
+        except JUnitError as e:
+            raise UsageError(f"dst: {e}") from None
+
+
+def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
+    """Print a campaign's report (``dst fuzz``'s or ``dst merge``'s) and write its --junit file; False (said
+    in one line) when that file could not be written."""
+    from .junit import JUnitError, write_junit
+
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         from .render import render_fuzz
 
         render_fuzz(_console(), report)
-    if tally.violations:
-        return EXIT_VIOLATION
-    return interrupted or EXIT_OK
+    if args.junit is not None:
+        try:
+            write_junit(args.junit, report)
+        except JUnitError as e:
+            _error(f"dst: {e}")
+            return False
+    return True
 
 
 def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tally: Tally, wall: float,
@@ -535,12 +610,13 @@ def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tall
         "interrupted": bool(interrupted),
         "wall_seconds": round(wall, 3),
         "seeds_per_second": round(tally.seeds_run / wall, 1) if wall > 0 else None,
+        "invariants": sorted(tally.checked),
         "signatures": [
             {
                 "invariant": g.invariant,
                 "signature": g.signature,
                 "count": len(g.seeds),
-                "seeds": g.seeds[:20],
+                "seeds": g.seeds[:SEEDS_SHOWN],
                 "first_seed": g.first.seed,
                 "message": g.first.message,
                 "time_ms": g.first.time,
@@ -553,7 +629,7 @@ def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tall
             {
                 "kind": kind,
                 "count": len(g.seeds),
-                "seeds": g.seeds[:20],
+                "seeds": g.seeds[:SEEDS_SHOWN],
                 "first_seed": g.first.seed,
                 "why": g.first.unjudged[1] if g.first.unjudged else "",
                 "reproduce": reproduce_command(g.first.seed, _scenario_arg(args, pick(scenarios, g.first.seed)), bugs,
@@ -561,6 +637,7 @@ def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tall
             }
             for kind, g in sorted(tally.unjudged.items())
         ],
+        "coverage": tally.coverage.report(catalogue(scenarios[0].model.resolve().situations), tally.checked),
     }
 
 
@@ -612,6 +689,26 @@ class _Recorder:
                  "steps_after": r.shrunk.steps_after, "minimizer_runs": r.shrunk.runs,
                  "minimizer_seconds": round(r.shrunk.seconds, 2), "stop": r.shrunk.stop.value}
                 for sig, r in self.written.items()]
+
+
+# --- dst merge ------------------------------------------------------------------------------------
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from .explore.merge import MergeError, merge_reports, parse_report
+    from .scenario import PATH_LIMIT, read_text
+
+    _junit_ready(args)
+    reports = []
+    try:
+        for name in args.files:
+            where = one_line(name, PATH_LIMIT)
+            reports.append((where, parse_report(read_text(name), where)))
+        report = merge_reports(reports)
+    except MergeError as e:
+        raise UsageError(f"dst: {e}") from None
+    if not _publish(args, report):
+        return EXIT_USAGE
+    return EXIT_VIOLATION if report["violations"] else EXIT_OK
 
 
 # --- dst shrink -----------------------------------------------------------------------------------
@@ -694,6 +791,82 @@ def _replay_events(args: argparse.Namespace, result: RunResult) -> Sequence[Even
     if args.actor:
         events = tuple(e for e in events if e[1] in args.actor)
     return events[-args.last:] if args.last else events
+
+
+# --- dst show -------------------------------------------------------------------------------------
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    """Replay a finding (or run a seed) and write it as an HTML page; exit 0 once the page is written."""
+    import shlex
+
+    from .render import plain
+    from .show import PageError, Source, check_output, default_name, page_data, render_page, write_page
+    from .sim.trace import format_time
+
+    if args.file is not None and (args.seed is not None or args.scenario is not None or args.bug or args.swarm):
+        raise UsageError("dst show: give a finding file, or --seed N (with --scenario, --bug, --swarm), not both")
+    if args.file is None and args.seed is None:
+        raise UsageError("dst show: give a finding file to replay, or --seed N to run (see 'dst show --help')")
+    if args.file is not None and args.file.endswith(".json"):
+        return _show_campaign(args)
+    if args.file is not None:
+        from .findings import read, replay
+
+        finding = read(args.file, model=args.model)
+        name = default_name(Path(args.file).stem)
+    else:
+        scenario = _scenario(args)
+        name = default_name(scenario.name, "seed", args.seed, *args.bug, "swarm" if args.swarm else "")
+    path = args.output if args.output is not None else Path(name)
+    try:
+        check_output(path, force=args.force)  # said now, before the run
+    except PageError as e:
+        raise UsageError(f"dst show: {e}") from None
+    if args.file is not None:
+        outcome = replay(finding)
+        result, every_step = outcome.result, True
+        again = f"dst replay {shlex.quote(args.file)}" + (f" --model {shlex.quote(args.model)}" if args.model else "")
+        source = Source(args.file, again, outcome.explain())
+    else:
+        result, every_step = run(swarm(scenario, args.seed) if args.swarm else scenario, args.seed), False
+        source = Source(f"{scenario.name}, seed {args.seed}",
+                        reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model))
+    data = page_data(result, source, every_step=every_step)
+    try:
+        write_page(path, render_page(data), force=args.force)
+    except PageError as e:
+        raise UsageError(f"dst show: {e}") from None
+    console = _console()
+    console.print(plain(("wrote ", "bold"), (str(path), "cyan")))
+    v = result.violation
+    drawn = ", ".join(f"{len(data[key]):,} {word}{'' if len(data[key]) == 1 else 's'}"
+                      for key, word in (("events", "event"), ("leases", "lease"), ("faults", "fault"),
+                                        ("arrows", "message"))) + "; "
+    said = f"{v.invariant} at t={format_time(v.time)}" if v is not None else result.outcome
+    console.print(plain(drawn + said + (f" ({source.verdict})" if source.verdict else "")))
+    return EXIT_OK
+
+
+def _show_campaign(args: argparse.Namespace) -> int:
+    """A campaign's report as a page: its coverage, what it never reached, what it found."""
+    from .campaign_page import campaign_page
+    from .explore.merge import MergeError, parse_report
+    from .render import plain
+    from .scenario import PATH_LIMIT, read_text
+    from .show import PageError, default_name, write_page
+
+    where = one_line(args.file, PATH_LIMIT)
+    try:
+        report = parse_report(read_text(args.file), where)
+    except MergeError as e:
+        raise UsageError(f"dst: {e}") from None
+    path = args.output if args.output is not None else Path(default_name(Path(args.file).stem))
+    try:
+        write_page(path, campaign_page(report), force=args.force)
+    except PageError as e:
+        raise UsageError(f"dst show: {e}") from None
+    _console().print(plain(("wrote ", "bold"), (str(path), "cyan")))
+    return EXIT_OK
 
 
 # --- dst bugs -------------------------------------------------------------------------------------

@@ -87,17 +87,31 @@ def render_events(console: Console, events: Iterable[Event]) -> None:
         console.print(plain((format_event(event), _ACTION_STYLE.get(event[2], ""))))
 
 
-class FuzzProgress:
-    """A live line on stderr: seeds done, seeds/s, violations so far, time left. Silent when not a terminal."""
+PROGRESS_LINE_SECONDS = 10.0  # off a terminal: how often a progress line is written (presentation only)
 
-    def __init__(self, console: Console, *, total: int | None, budget: float | None, quiet: bool) -> None:
+
+class FuzzProgress:
+    """Progress on stderr: seeds done, seeds/s, violations so far, time left. On a terminal, a live line
+    (none with --json); elsewhere, such as a CI log, a plain line every ``line_seconds`` of ``elapsed``."""
+
+    def __init__(self, console: Console, *, total: int | None, budget: float | None, quiet: bool,
+                 line_seconds: float = PROGRESS_LINE_SECONDS) -> None:
         from rich.progress import BarColumn, Progress, TextColumn
 
         self._progress = Progress(TextColumn("[bold]fuzz[/]"), BarColumn(), TextColumn("{task.description}"),
                                   console=console, transient=True, disable=quiet or not console.is_terminal)
         self._task = self._progress.add_task("", total=total)
         self._budget = budget
+        self._total = total
         self._shown = 0.0
+        # Off a terminal the lines are written with --json too: the JSON goes to stdout and these to stderr, so
+        # they never mix in a redirected file, and a CI job that saves the JSON still shows in its log that the
+        # campaign is alive (some CI systems end a job that has been silent for ten minutes). On a terminal,
+        # --json keeps the screen to the JSON, as both streams share it.
+        self._console = console
+        self._lines = not console.is_terminal
+        self._line_seconds = line_seconds
+        self._next_line = line_seconds
 
     def __enter__(self) -> "FuzzProgress":
         self._progress.__enter__()
@@ -106,14 +120,27 @@ class FuzzProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.__exit__(*exc)  # type: ignore[arg-type]
 
+    def status(self, tally: Any, elapsed: float) -> str:
+        """``1,234 seeds, 85/s, 2 violations, 60s left``: left is the budget's, or the seeds' at this speed."""
+        rate = tally.seeds_run / elapsed if elapsed > 0 else 0.0
+        lefts = [max(0.0, self._budget - elapsed)] if self._budget else []
+        if self._total is not None and rate > 0:
+            lefts.append(max(0, self._total - tally.seeds_run) / rate)
+        left = f", {min(lefts):.0f}s left" if lefts else ""
+        plural = "" if tally.violations == 1 else "s"
+        return f"{tally.seeds_run:,} seeds, {rate:.0f}/s, {tally.violations:,} violation{plural}{left}"
+
     def update(self, tally: Any, elapsed: float) -> None:
+        """Called after each seed with the seconds since the campaign began (from the caller's clock)."""
+        if self._lines:
+            if elapsed >= self._next_line:  # at most one line per interval, however long a seed took
+                self._next_line = (elapsed // self._line_seconds + 1) * self._line_seconds
+                self._console.print(plain(f"dst fuzz: {self.status(tally, elapsed)}"))
+            return
         if elapsed - self._shown < 0.1 and tally.violations == 0:
             return  # redraw at most ten times a second
         self._shown = elapsed
-        rate = tally.seeds_run / elapsed if elapsed > 0 else 0.0
-        left = f", {max(0.0, self._budget - elapsed):.0f}s left" if self._budget else ""
-        self._progress.update(self._task, completed=tally.seeds_run,
-                              description=f"{tally.seeds_run} seeds, {rate:.0f}/s, {tally.violations} violations{left}")
+        self._progress.update(self._task, completed=tally.seeds_run, description=self.status(tally, elapsed))
 
 
 def render_fuzz(console: Console, report: dict[str, Any]) -> None:
@@ -127,8 +154,10 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
         grid.add_row("model", plain(report["model"]))
     if report["bugs"]:
         grid.add_row("bugs on", plain(", ".join(report["bugs"])))
+    missing = seeds.get("shards_missing")  # a merge of some of the shards (dst merge)
     grid.add_row("seeds", f"{report['seeds_run']:,} run ({span}{', shard ' + seeds['shard'] if seeds['shard'] else ''})"
-                 f"{', swarm' if report['swarm'] else ''}")
+                 f"{', swarm' if report['swarm'] else ''}"
+                 + (f"; shard(s) {', '.join(map(str, missing))} missing" if missing else ""))
     grid.add_row("speed", f"{report['seeds_per_second']} seeds/s, {report['events']:,} events in {report['wall_seconds']}s")
     style = "bold red" if report["violations"] else "bold green"
     grid.add_row("result", Text(f"{report['violations']} violation(s) in {len(report['signatures'])} signature(s)"
@@ -137,6 +166,8 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
         grid.add_row(plain(group["kind"]), plain((f"{group['count']} seed(s) not judged in full; first, seed "
                                                   f"{group['first_seed']}: {group['why']} ({group['reproduce']})",
                                                   "yellow")))
+    if "coverage" in report:
+        _coverage_rows(grid, report["coverage"], report.get("model", DEFAULT_IMPL))
     console.print(grid)
     if not report["signatures"]:
         return
@@ -153,6 +184,30 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
         verb = "wrote" if f["new"] else "already known:"
         console.print(plain(f"{verb} ", (f["path"], "cyan"), f" ({f['steps_before']} steps minimized to "
                             f"{f['steps_after']} in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)"))
+
+
+def _coverage_rows(grid: Table, coverage: dict[str, Any], model: str) -> None:
+    """What the campaign exercised, and, in yellow, what it never reached."""
+    from .explore.coverage import never_reached
+    from .invariants.situations import catalogue
+    from .models import ModelError, resolve
+
+    try:
+        declared = resolve(model).situations
+    except ModelError:  # a report read where its model is not installed: its situations go unexplained
+        declared = ()
+    grid.add_row("faults fired", plain(_counts(coverage.get("faults", {}))))
+    reached = [f"{name} in {c['runs']:,} run(s)" for name, c in coverage.get("situations", {}).items() if c["runs"]]
+    grid.add_row("reached", plain(", ".join(reached) or "no risky situation"))
+    for line in never_reached(coverage, catalogue(declared)):
+        grid.add_row("never reached", plain((line, "yellow")))
+    cases = coverage.get("invariants", {})
+    met = [f"{name} {n:,}" for name, n in cases.items() if n]
+    grid.add_row("cases met", plain(", ".join(met) or "none"))
+    unmet = [name for name, n in cases.items() if not n]
+    if unmet:
+        grid.add_row("never tested", plain((f"{', '.join(unmet)}: checked, but never met a case it exists for",
+                                            "yellow")))
 
 
 def render_bugs(console: Console, model: str, bugs: Iterable[Any]) -> None:

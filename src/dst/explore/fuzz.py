@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from typing import Callable, Generator, Iterator, Sequence
 
 import attrs
@@ -25,6 +25,7 @@ import attrs
 from ..invariants import shape
 from ..runner import Cut, run
 from ..scenario import Scenario
+from .coverage import Coverage
 from .swarm import swarm
 
 _CHUNK = 8  # seeds per task handed to a worker: big enough to amortise the round trip, small enough to stop soon
@@ -40,6 +41,12 @@ class Outcome:
     message: str | None = None
     time: int | None = None
     unjudged: tuple[str, str] | None = None  # (kind, why): a run that ended before it could be judged
+    checked: tuple[str, ...] = ()  # the invariant ids the run checked (a report lists those that held)
+    # Coverage, as (name, count) pairs: the faults that struck, the situations reached, the cases each
+    # invariant met.
+    fired: tuple[tuple[str, int], ...] = ()
+    reached: tuple[tuple[str, int], ...] = ()
+    cases: tuple[tuple[str, int], ...] = ()
 
     @property
     def signature(self) -> str | None:
@@ -79,9 +86,10 @@ def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | N
     """One seed's outcome; past ``deadline`` (on ``clock``) the run stops where it is and raises :class:`Cut`."""
     result = run(swarm(scenario, seed) if use_swarm else scenario, seed, deadline=deadline, clock=clock)
     v, unjudged = result.violation, result.unjudged
-    if v is not None:
-        return Outcome(seed, result.events, v.invariant, v.message, v.time)
-    return Outcome(seed, result.events, unjudged=None if unjudged is None else (unjudged.kind, unjudged.why))
+    return Outcome(seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
+                   None if v is None else v.time, None if unjudged is None else (unjudged.kind, unjudged.why),
+                   checked=result.invariants, fired=tuple(result.fired.items()),
+                   reached=tuple(result.situations.items()), cases=tuple(result.cases.items()))
 
 
 class Terminated(KeyboardInterrupt):
@@ -131,7 +139,7 @@ def _worker_setup(parent: int, scratch: str) -> None:
         os._exit(1)
 
 
-def _processes(pool: ProcessPoolExecutor) -> list[multiprocessing.process.BaseProcess]:
+def _processes(pool: Executor) -> list[multiprocessing.process.BaseProcess]:
     return list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
 
 
@@ -158,8 +166,9 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
 _GRACE = 5.0  # seconds a stopped worker has to close what its run opened
 
 
-def stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End the pool's processes now, not after the chunks they are running (a seed may take long, or never end)."""
+def stop_workers(pool: Executor) -> None:
+    """End the pool's processes now, not after the chunks they are running (a seed may take long, or never end).
+    Another executor (a cluster's) has no processes here: its shutdown cancels what it has in flight."""
     processes = _processes(pool)
     for process in processes:
         if process.is_alive():
@@ -198,18 +207,20 @@ def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: boo
 
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
              deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
-             executor: ProcessPoolExecutor | None = None,
+             executor: Executor | None = None,
              stop: StopRequest | None = None) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
     scenarios, seed ``s`` runs ``pick(scenarios, s)``.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,
-    or one made here), with a window of chunks in flight. Ctrl-C (or :class:`Terminated`, or ``stop``
+    or one made here), with a window of ``2 * workers`` chunks in flight. An ``executor`` given is used
+    whatever ``workers`` says (a cluster's, :mod:`dst.explore.cluster`, with one worker); it is given a
+    chunk's ``deadline`` as a keyword, so that it can carry it to another machine's clock. Ctrl-C (or :class:`Terminated`, or ``stop``
     noting a signal) stops at once: the workers are ended, the outcomes already computed in seed order
     are still handed out, and then the interrupt goes on up. Closing the iterator ends the workers too.
     """
     scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
-    if workers <= 1:
+    if workers <= 1 and executor is None:
         for seed in seed_iter:
             if deadline is not None and clock() >= deadline:
                 return
@@ -228,7 +239,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if not chunk:
                     exhausted = True
                     break
-                pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline))
+                pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline=deadline))
             if not pending:
                 return
             while True:
@@ -261,6 +272,9 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
             stop_workers(pool)
 
 
+SEEDS_SHOWN = 20  # seeds a report lists per signature: the first ones, in seed order
+
+
 @attrs.define
 class Group:
     """Violations that share a signature (invariant plus the shape of the message)."""
@@ -281,11 +295,15 @@ class Tally:
     groups: dict[str, Group] = attrs.Factory(dict)
     last_seed: int | None = None
     unjudged: dict[str, Group] = attrs.Factory(dict)  # by kind: runs that ended before they could be judged
+    checked: set[str] = attrs.Factory(set)  # invariant ids any run checked
+    coverage: Coverage = attrs.Factory(Coverage)
 
     def add(self, outcome: Outcome) -> Group | None:
         """Count an outcome; returns its group when it is a violation with a new signature."""
         self.seeds_run += 1
         self.events += outcome.events
+        self.checked.update(outcome.checked)
+        self.coverage.add(outcome.fired, outcome.reached, outcome.cases)
         self.last_seed = outcome.seed
         if outcome.unjudged is not None:
             kind = outcome.unjudged[0]
