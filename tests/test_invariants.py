@@ -238,7 +238,7 @@ def test_single_executor_a_paused_client_is_not_working():
 def test_stranded_slot_flags_a_count_left_after_the_quiet_period():
     w = World()
     w.acquire(1, "c1")
-    v = flagged("stranded-slot", lambda: w.ghost.quiet_period_over(True))
+    v = flagged("stranded-slot", lambda: w.ghost.quiet_period_over(0))
     assert "count(db)=1" in v.message
 
 
@@ -246,7 +246,7 @@ def test_stranded_slot_clean_after_everything_is_released():
     w = World()
     w.acquire(1, "c1")
     w.release(1)
-    w.ghost.quiet_period_over(True)
+    w.ghost.quiet_period_over(0)
 
 
 def test_stranded_slot_flags_a_dead_holders_lease_not_reclaimed_in_time():
@@ -294,7 +294,7 @@ def test_a_disabled_invariant_is_not_checked(invariant):
         "fenced-writes": lambda: (w.ghost.write_accepted("c2", 2, 2, "db/0"),
                                   w.ghost.write_accepted("c1", 1, 1, "db/0")),
         "single-executor": lambda: (w.acquire(1, "c1", expiry=10), w.at(10), w.ghost.work_started("c1", 1)),
-        "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.quiet_period_over(True)),
+        "stranded-slot": lambda: (w.acquire(1, "c1"), w.ghost.quiet_period_over(0)),
         "unique-tokens": lambda: (w.acquire(1, "c1", expiry=10, token=5), w.at(10), w.release(1),
                                   w.acquire(2, "c2", token=5)),
         "exclusive-seats": lambda: (w.acquire(1, "c1", token=1, seat=0), w.view.counts.update(db=0),
@@ -407,13 +407,24 @@ def test_bounded_transition_allows_a_cancel_confirmed_in_time_and_waits_out_down
     w.kernel.run(600_000)
 
 
-def test_at_least_once_flags_a_run_never_acknowledged_unless_no_worker_survived():
+def test_at_least_once_flags_a_run_never_acknowledged_unless_no_worker_could_serve_it():
     w = RunWorld()
+    w.state(1, "SCHEDULED")
     w.state(1, "RUNNING")
     w.state(2, "COMPLETED")
-    w.ghost.quiet_period_over(workers_alive=False)
-    v = flagged("at-least-once", lambda: w.ghost.quiet_period_over(workers_alive=True))
+    w.ghost.quiet_period_over(served_until=-1)  # no worker left alive
+    w.ghost.quiet_period_over(served_until=None)  # a worker paused: a drain that ran out
+    v = flagged("at-least-once", lambda: w.ghost.quiet_period_over(served_until=w.kernel.now))
     assert "run 1 is still RUNNING" in v.message
+
+
+def test_at_least_once_excuses_a_run_that_arrived_after_the_last_worker_stopped_serving():
+    w = RunWorld()
+    w.kernel.run(10_000)
+    w.state(3, "SCHEDULED")  # a submission the network delayed past the workers' shift
+    w.ghost.quiet_period_over(served_until=9_000)
+    v = flagged("at-least-once", lambda: w.ghost.quiet_period_over(served_until=10_000))
+    assert "run 3 is still SCHEDULED" in v.message
 
 
 def test_cancelled_never_starts_flags_a_run_started_after_an_early_cancel():

@@ -350,6 +350,19 @@ class Simulation:
         busy = [name for name, c in self.clients.items() if not c.idle]
         return busy + ([] if self.server.idle else ["the server"])
 
+    def _served_until(self) -> int | None:
+        """The last moment a worker served the runs stream: now while one still does; when the last serve job
+        ended (or its client died) after they all stopped; -1 when no worker is left alive to serve; None
+        when one is paused (it may owe a run it could not get to: not judged)."""
+        workers = [self.clients[c] for c in sorted({s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))})]
+        if not any(w.alive for w in workers):
+            return -1
+        if any(w.alive and w.paused for w in workers):
+            return None
+        if any(not w.idle for w in workers):
+            return self.kernel.now
+        return max(w.last_active for w in workers)
+
     def _run(self) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
         if self.timed:
@@ -375,8 +388,7 @@ class Simulation:
                                                  f"t={format_time(quiet_from)}): nothing was judged after it "
                                                  f"(a longer drain_limit, or shorter server faults)")
             else:
-                serving = {s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))}
-                self.ghost.quiet_period_over(any(self.clients[c].alive for c in serving), frozenset(busy))
+                self.ghost.quiet_period_over(self._served_until(), frozenset(busy))
                 if busy:
                     shown = ", ".join(busy[:5]) + (f" and {len(busy) - 5} more" if len(busy) > 5 else "")
                     unjudged = Unjudged("undrained", f"{shown} still busy when run.drain_limit "
@@ -436,6 +448,12 @@ def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool)
                                 f"{format_duration(round_trip)}) shorter than the model's {what} "
                                 f"({format_duration(interval)}), or it is due again before its reply and the "
                                 f"work never goes on")
+    beat, lapse = bounds.heartbeat_every, bounds.claim_timeout
+    if has_runs and beat and lapse and beat + round_trip >= lapse:
+        raise ScenarioError(f"{s.source}: model: expected the model's heartbeat interval ({format_duration(beat)}) "
+                            f"plus a round trip ({format_duration(round_trip)}) shorter than its claim timeout "
+                            f"({format_duration(lapse)}), or every claim lapses before its heartbeat arrives and a "
+                            f"run longer than the timeout is handed out again and again")
 
 
 def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,

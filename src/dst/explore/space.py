@@ -62,7 +62,8 @@ def scenario_doc(rnd: random.Random) -> dict[str, Any]:
         "cancelling_timeout": format_duration(cancelling),
         "sweep_interval": format_duration(sweep),
         "redelivery_timeout": format_duration(redelivery),
-        "heartbeat_interval": format_duration(_ms(rnd, 700, redelivery - 1)),  # longer than a round trip (600ms)
+        # Longer than a round trip (up to 600ms), and shorter than the claim timeout by more than one.
+        "heartbeat_interval": format_duration(_ms(rnd, 700, redelivery - 700)),
         "poll_interval": format_duration(_ms(rnd, 100, 30 * s)),
     }
     limit = rnd.choice(sorted(model["limits"]))

@@ -33,8 +33,9 @@ HOOKS = (
     "run_state",              # (run, state): a run entered a state
     "update_accepted",        # (run, token, what): an ack or terminal write was accepted
     "cancel_handled",         # (run): the server finished handling a cancel of the run
-    "quiet_period_over",      # (workers_alive, busy): the drain and the quiet period passed; ``busy``: the
-                              # clients still at work (a drain that ran out): what they hold is live, not stranded
+    "quiet_period_over",      # (served_until, busy): the drain and the quiet period passed; ``served_until``: when
+                              # workers last served the runs stream (-1: none is left alive; None: one is paused);
+                              # ``busy``: the clients still at work (a drain that ran out): what they hold is live
     "client_paused",          # (client, until): a client is frozen until ``until``
     "client_cut_off",         # (client, until): a client is partitioned from the server until ``until``
     "server_down",            # (): the server went down (a restart) or froze (a pause)

@@ -92,6 +92,7 @@ class Ghost:
         self.run_states: dict[int, str] = {}
         self.current_claim: dict[int, int] = {}  # run -> token of its current claim
         self.run_worker: dict[int, str] = {}  # run -> the worker working on it
+        self.due_since: dict[int, int] = {}  # run -> when it was scheduled, or last handed to a worker
         self.run_moved = 0  # when a run last changed state, was claimed, heartbeaten or worked on
         self.quiet_from = 0  # when the quiet period began
 
@@ -218,6 +219,8 @@ class Ghost:
     # --- dst.sut.Facts: runs ----------------------------------------------------------------
 
     def run_state(self, run: int, state: str) -> None:
+        if state == "SCHEDULED":
+            self.due_since[run] = self.kernel.now
         self.run_states[run] = state
         self.run_moved = self.kernel.now
         for check in self._watchers["run_state"]:
@@ -227,6 +230,7 @@ class Ghost:
         for check in self._watchers["claimed"]:
             check(run, token)
         self.current_claim[run] = token
+        self.due_since[run] = self.kernel.now  # handed to a worker: it is that worker's to finish from now
         self.run_moved = self.kernel.now
 
     def update_accepted(self, run: int, token: int, what: str) -> None:
@@ -310,9 +314,9 @@ class Ghost:
                     for check in self._removed:
                         check(client, lease)
 
-    def quiet_period_over(self, workers_alive: bool, busy: frozenset[str] = frozenset()) -> None:
+    def quiet_period_over(self, served_until: int | None, busy: frozenset[str] = frozenset()) -> None:
         for check in self._watchers["quiet_period_over"]:
-            check(workers_alive, busy)
+            check(served_until, busy)
 
     # --- what units ask ---------------------------------------------------------------------
 

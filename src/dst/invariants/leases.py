@@ -154,7 +154,7 @@ class StrandedSlot(Invariant):
                 self.fail(f"L{lease} of {client}, which died at t={died}, still holds {g.owned.get(lease, 0)} "
                           f"slot(s) of {g.limit_of[lease]!r} {within}ms later ({g.lease_state(lease)})")
 
-    def quiet_period_over(self, workers_alive: bool, busy: frozenset[str]) -> None:
+    def quiet_period_over(self, served_until: int | None, busy: frozenset[str]) -> None:
         self.checks += 1
         g = self.g
         at_work = {lease for lease in g.view.lease_ids() if g.not_yet_due(lease)} if busy else set()

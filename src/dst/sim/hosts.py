@@ -53,7 +53,7 @@ class ClientHost:
     __slots__ = (
         "name", "kernel", "network", "trace", "ghost", "make_job", "timeout",
         "alive", "incarnation", "jobs", "job", "job_step", "sent", "wait", "pending",
-        "working", "work_end", "paused_until", "stash", "targets", "wall_offset", "ended",
+        "working", "work_end", "paused_until", "stash", "targets", "wall_offset", "ended", "last_active",
     )
 
     def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
@@ -80,6 +80,7 @@ class ClientHost:
         self.targets = Targets()
         self.wall_offset = 0  # how far the client's wall clock is from the shared time (set back: negative)
         self.ended: dict[str, int] = {}  # how its jobs ended -> how many
+        self.last_active = 0  # when its last job ended, or it died
 
     # --- state a harness reads ------------------------------------------------------------
 
@@ -135,6 +136,7 @@ class ClientHost:
         return not self.alive
 
     def _die(self) -> None:
+        self.last_active = self.kernel.now
         self._stop_work()
         if self.job is not None:
             self.job.close()
@@ -207,6 +209,7 @@ class ClientHost:
         except StopIteration as stop:
             self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
             self.ended[stop.value] = self.ended.get(stop.value, 0) + 1
+            self.last_active = kernel.now
             self.job = None
             self.pending = -1
             if self.jobs:
@@ -285,7 +288,7 @@ class ServerHost:
 
     __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
                  "pct", "ticks", "boots", "serving", "paused_until", "_slow_below", "_slow_lo", "_slow_span", "pinned",
-                 "drawn", "targets", "_slowing")
+                 "drawn", "targets", "_slowing", "frozen")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
                  *, store_latency: tuple[int, int], scheduler: str = "uniform", slow: float = 0.0,
@@ -311,6 +314,9 @@ class ServerHost:
         self._slowing = self._slow_below > 0  # can any round trip be slow: one test per round trip when not
         self.drawn: list[tuple[int, int, int, int]] = []  # (time, handler key, round trip, ms): every slow round trip
         self.targets = Targets()
+        # Handlers a pause froze in the middle of a step (at a moment): they finish it first when the process
+        # resumes, before any other handler's step, as a transaction a process pause holds open would.
+        self.frozen: list[list] = []
 
     def boot(self) -> None:
         self.up = True
@@ -344,12 +350,16 @@ class ServerHost:
         if epoch == self.epoch and until == self.paused_until:
             self.trace.append((self.kernel.now, "server", "resume", ""))
             self.ghost.server_up()
+            frozen, self.frozen = self.frozen, []
+            for task in frozen:
+                self._step(task)
 
     def restart(self, down: int) -> None:
         self.epoch += 1
         self.up = False
         self.serving = 0  # the process's handlers are gone
         self.paused_until = -1
+        self.frozen = []  # with the process they ran in
         self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
         self.ghost.server_down()  # down first: what the crash then loses was held when it went down
         self.service.crash()
@@ -362,7 +372,8 @@ class ServerHost:
 
     def receive(self, message: tuple) -> None:
         if self.paused_until > self.kernel.now:
-            self.kernel.at(self.paused_until, self.receive, message)  # frozen: the request waits in the socket
+            # Frozen: the request waits in the process's socket, and goes with the process if it restarts.
+            self.kernel.at(self.paused_until, self._receive_waiting, (self.epoch, message))
             return
         payload = message[3]
         if not self.up:
@@ -376,6 +387,13 @@ class ServerHost:
         # A task is [handler, key for its draws, steps taken, request message, epoch].
         self.serving += 1
         self._step([handle(payload), message[2], 0, message, self.epoch])
+
+    def _receive_waiting(self, arg: tuple[int, tuple]) -> None:
+        epoch, message = arg
+        if epoch == self.epoch:
+            self.receive(message)
+        else:
+            self.trace.append((self.kernel.now, "server", "drop", ("@: its process restarted", message[3])))
 
     def _step(self, task: list) -> None:
         """Run the handler to its next await, then wait one store round trip (or its sleep) before the next step."""
@@ -391,9 +409,11 @@ class ServerHost:
                 if armed is not None:
                     self.trace.append((self.kernel.now, "server", "moment", f"{command[1]}: {armed[0]}"))
                     armed[1]()
-                    if task[4] != self.epoch or self.paused_until > self.kernel.now:
-                        self.kernel.at(max(self.paused_until, self.kernel.now), self._step, task)
-                        return  # struck down or frozen at the moment: it goes on (or not) from here
+                    if task[4] != self.epoch:
+                        return  # struck down at the moment: the process that ran it is gone
+                    if self.paused_until > self.kernel.now:
+                        self.frozen.append(task)  # frozen mid-step: it goes on first when the process resumes
+                        return
                 command = task[0].send(None)
         except StopIteration as stop:
             response = stop.value
