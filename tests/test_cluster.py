@@ -113,7 +113,7 @@ def test_a_port_that_accepts_but_is_no_scheduler_is_one_line_and_exit_2_too(caps
     ("http://127.0.0.1:8786", "--cluster: expected a scheduler's address such as tcp://HOST:8786"),
     ("", "--cluster: expected a scheduler's address such as tcp://HOST:8786, got ''"),
     ("tls://127.0.0.1:8786", "--cluster tls://127.0.0.1:8786: cannot connect: TypeError: TLS expects"),  # no TLS set up
-])
+], ids=["a-name", "http", "empty", "tls"])
 def test_an_address_dask_cannot_use_is_one_line_and_exit_2_at_once(address, said, capsys):
     began = time.monotonic()
     err = one_line_exit_2(["--cluster", address], capsys)

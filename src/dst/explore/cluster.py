@@ -202,7 +202,7 @@ class ClusterExecutor(Executor):
 
 
 def _on_worker_clock(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Runs on a worker: a deadline sent as wall-clock time becomes the same instant on this machine's monotonic clock."""
+    """Runs on a worker: a deadline sent as wall-clock time becomes the same instant on the worker's monotonic clock."""
     if kwargs.get("deadline") is not None:
         kwargs["deadline"] = time.monotonic() + (kwargs["deadline"] - time.time())
     return fn(*args, **kwargs)
