@@ -12,7 +12,7 @@ def test_the_public_names_are_pinned():
     assert sorted(dst.__all__) == sorted([
         "Bounds", "Bug", "Env", "Finding", "FindingError", "Model", "ModelError", "Replay", "RunResult", "Scenario",
         "ScenarioError", "Step", "System", "ViolationReport", "__version__", "load_scenario", "parse_scenario",
-        "read_finding", "replay", "run", "shrink",
+        "read_finding", "replay", "run", "save_finding", "shrink", "strategies",
     ])
     for name in dst.__all__:
         assert hasattr(dst, name)

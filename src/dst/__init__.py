@@ -20,6 +20,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from . import strategies
+    from .explore.record import save_finding
     from .explore.shrink import shrink
     from .findings.files import Finding, FindingError, read as read_finding
     from .findings.replay import Replay, replay
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_PUBLIC = {
+_PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (module, name there; None: the module)
     "Finding": "dst.findings",
     "FindingError": "dst.findings",
     "Replay": "dst.findings",
@@ -47,6 +49,8 @@ _PUBLIC = {
     "parse_scenario": "dst.scenario",
     "Step": "dst.plan",
     "shrink": "dst.explore.shrink",
+    "save_finding": "dst.explore.record",
+    "strategies": ("dst.strategies", None),  # Hypothesis strategies: imports hypothesis, so only when asked for
     "Bounds": "dst.sut",
     "Bug": "dst.sut",
     "Env": "dst.sut",
@@ -62,6 +66,6 @@ def __getattr__(name: str) -> Any:
     if where is None:
         raise AttributeError(f"module 'dst' has no attribute {name!r}")
     module, attr = (where, name) if isinstance(where, str) else where
-    value = getattr(import_module(module), attr)
+    value = import_module(module) if attr is None else getattr(import_module(module), attr)
     globals()[name] = value
     return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import attrs
 
@@ -33,7 +33,7 @@ for _kind in FAULTS:
 ACTIONS = dict(sorted(ACTIONS.items()))
 
 __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "format_duration", "is_client", "make_step", "parse_duration",
-           "sort_steps", "step_from_mapping"]
+           "sort_steps", "step_from_mapping", "toml_string"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -79,13 +79,32 @@ def format_duration(ms: int) -> str:
     return f"{ms}ms"
 
 
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: every character as it is but the ones TOML asks to escape (quote,
+    backslash, control characters, DEL). A lone surrogate, which no TOML string can hold, becomes U+FFFD."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\uFFFD")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
 def is_client(actor: str) -> bool:
     return bool(_CLIENT.match(actor))
 
 
-@attrs.frozen(order=False)
+@attrs.frozen(order=False, repr=False)
 class Step:
-    """One timed step of a plan. ``args`` is a sorted tuple of ``(name, value)``."""
+    """One timed step of a plan. ``args`` is a sorted tuple of ``(name, value)``. Its ``repr`` is the line a
+    scenario's ``steps`` list holds: ``{ id = 3, at = "76s", actor = "c2", action = "acquire", work = "30s" }``."""
 
     id: int
     at: int
@@ -113,6 +132,16 @@ class Step:
         for key, value in self.args:
             out[key] = format_duration(value) if kinds.get(key) == "duration" else value  # type: ignore[arg-type]
         return out
+
+    def __repr__(self) -> str:
+        """The step as a TOML inline table, to paste into a scenario's ``steps``."""
+        shown = (f"{key} = {toml_string(value) if isinstance(value, str) else value}"
+                 for key, value in self.to_dict().items())
+        return "{ " + ", ".join(shown) + " }"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """Hypothesis (and IPython) print a step as its ``repr``, not field by field."""
+        printer.text(repr(self))
 
 
 def make_step(id: int, at: int, actor: str, action: str, **args: object) -> Step:

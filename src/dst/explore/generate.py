@@ -17,6 +17,15 @@ from ..sim.rng import Streams
 
 _MINUTE = 60_000
 
+# Client faults after which a new incarnation starts: a worker struck by one serves again (``then = "serve"``).
+REBORN = frozenset(kind.action for kind in FAULTS if kind.new_incarnation and kind.target == "client")
+
+
+def workers(scenario: Scenario) -> tuple[str, ...]:
+    """The clients that serve the runs stream: numbered after the ones that run lease jobs (none without runs)."""
+    first = scenario.workload.clients + 1
+    return tuple(f"c{w}" for w in range(first, first + scenario.runs.workers)) if scenario.runs.enabled else ()
+
 
 def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
     wl, duration, grain = scenario.workload, scenario.run.duration, scenario.run.granularity
@@ -40,18 +49,19 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
 
     # Workers serving the runs stream are clients of their own, after the ones that run lease jobs; faults
     # strike them all alike.
-    runs = scenario.runs
-    clients = wl.clients + (runs.workers if runs.enabled else 0)
+    runs, serving = scenario.runs, workers(scenario)
+    clients = wl.clients + len(serving)
     model = scenario.model.resolve()
     moments = {"client": model.client_moments, "server": model.server_moments}
     for name, fault in scenario.faults.kinds():
-        if fault.rate <= 0:
+        per_ms = fault.rate / _MINUTE
+        if per_ms <= 0:  # a rate so small (5e-324) that per millisecond it is none at all
             continue
         kind = BY_NAME[name]
         rnd = streams.sequence("faults", name)
         clock = 0.0
         while True:
-            clock += rnd.expovariate(fault.rate / _MINUTE)
+            clock += rnd.expovariate(per_ms)
             if clock >= duration:
                 break
             at = int(clock) - int(clock) % grain
@@ -65,11 +75,9 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
 
     if runs.enabled:
         # Workers serve the stream from the start, and again after each restart (a new incarnation).
-        workers = {f"c{w}" for w in range(wl.clients + 1, clients + 1)}
-        raw += [(0, w, "serve", {}) for w in sorted(workers)]
-        reborn = {kind.action for kind in FAULTS if kind.new_incarnation and kind.target == "client"}
+        raw += [(0, w, "serve", {}) for w in serving]
         for _, actor, action, args in raw:
-            if action in reborn and actor in workers:
+            if action in REBORN and actor in serving:
                 args["then"] = "serve"  # the new incarnation serves again, whenever the restart strikes
         rnd = streams.sequence("workload", "runs")
         drawn = []

@@ -28,7 +28,7 @@ from .. import __version__
 from ..faults import FAULTS, fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
-from ..plan import parse_duration, shorten
+from ..plan import parse_duration, shorten, toml_string as _string
 from ..scenario import PATH_LIMIT, Scenario, ScenarioError, one_line, read_toml, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event, format_time
 
@@ -90,24 +90,6 @@ def title(finding_invariant: str, message: str, scenario: Scenario, trace: Itera
 
 
 # --- writing ------------------------------------------------------------------------------------------
-
-def _string(text: str) -> str:
-    """``text`` as a TOML basic string: every character as it is but the ones TOML asks to escape (quote,
-    backslash, control characters, DEL). A lone surrogate, which no TOML string can hold, becomes U+FFFD."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\uFFFD")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
 
 def _value(v: Any) -> str:
     if isinstance(v, bool):
