@@ -1,6 +1,6 @@
 """No false alarm on the correct model, at scale: ``python bench/alarms.py [--scenarios N] [--seeds K]``.
 
-Draws N scenarios from the reference model's whole key space (``dst.explore.space``: scenario
+Draws N scenarios (from index ``--first``, 0 by default) from the reference model's whole key space (``dst.explore.space``: scenario
 ``i`` from ``random.Random(i)``, so any one can be drawn again) and runs K seeds of each with every
 bug off (odd seeds with swarm testing on, as a campaign runs them), on every core. Counts each run's outcome: ``ok``, ``undrained`` and ``over-budget``
 (unjudged, with why) and ``violation`` — which must stay at 0: every alarm is a false one here.
@@ -56,6 +56,7 @@ def chunk(first: int, count: int, seeds: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", type=int, default=25_000)
+    parser.add_argument("--first", type=int, default=0, help="index of the first scenario (to resume or split a run)")
     parser.add_argument("--seeds", type=int, default=4, help="seeds per scenario")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
@@ -65,9 +66,15 @@ def main() -> None:
     violations: list[dict[str, Any]] = []
     events, slowest = 0, (0.0, -1, 0)
     with ProcessPoolExecutor(args.workers) as pool:
-        starts = range(0, args.scenarios, CHUNK)
-        for part in pool.map(chunk, starts, [min(CHUNK, args.scenarios - s) for s in starts],
-                             [args.seeds] * len(starts)):
+        end = args.first + args.scenarios
+        starts = range(args.first, end, CHUNK)
+        for done, part in enumerate(pool.map(chunk, starts, [min(CHUNK, end - s) for s in starts],
+                                             [args.seeds] * len(starts)), 1):
+            for v in part["violations"]:  # as they come: a long run cut short still tells what it saw
+                print(json.dumps(v), flush=True)
+            if done % 20 == 0:
+                print(f"# {min(args.first + done * CHUNK, end) - args.first} scenarios done, "
+                      f"{round(time.monotonic() - started)} s", flush=True)
             outcomes.update(part["outcomes"])
             violations += part["violations"]
             events += part["events"]
@@ -76,8 +83,9 @@ def main() -> None:
 
     runs = sum(n for kind, n in outcomes.items() if kind != "refused on load")
     report = {
-        "command": f"python bench/alarms.py --scenarios {args.scenarios} --seeds {args.seeds} --workers {args.workers}",
-        "scenarios": args.scenarios, "seeds_per_scenario": args.seeds, "runs": runs,
+        "command": f"python bench/alarms.py --first {args.first} --scenarios {args.scenarios} --seeds {args.seeds}"
+                   f" --workers {args.workers}",
+        "first": args.first, "scenarios": args.scenarios, "seeds_per_scenario": args.seeds, "runs": runs,
         "outcomes": dict(sorted(outcomes.items())), "violations": len([v for v in violations if "seed" in v]),
         "refused": [v for v in violations if "refused" in v][:20],
         "first_violations": [v for v in violations if "seed" in v][:20],
