@@ -1,10 +1,13 @@
 """dst: deterministic simulation testing for lease, lock, slot and deadline bookkeeping.
 
-The public API is what ``__all__`` names; everything else is internal and may change.
+The public API is what ``__all__`` names (``docs/api.md``); everything else is internal and may change.
 
     from dst import load_scenario, run
     result = run(load_scenario(), seed=1)      # one seeded simulation
     result.ok, result.violation, result.digest
+    print(result)                              # a violation explains itself: its causal slice, how to run it again
+
+    campaign = fuzz(load_scenario(), range(1, 1001), workers=2)     # many seeds, grouped by signature
 
     result = run(load_scenario(), seed=1, model="my_service.dst_adapter:model")   # your own service
 
@@ -21,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import strategies
+    from .explore.fuzz import FuzzResult, Group, Outcome, fuzz
     from .explore.record import save_finding
-    from .explore.shrink import shrink
+    from .explore.shrink import Shrunk, shrink
     from .findings.files import Finding, FindingError, read as read_finding
     from .findings.replay import Replay, replay
     from .models import ModelError
@@ -49,6 +53,11 @@ _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (mo
     "parse_scenario": "dst.scenario",
     "Step": "dst.plan",
     "shrink": "dst.explore.shrink",
+    "Shrunk": "dst.explore.shrink",
+    "fuzz": "dst.explore.fuzz",
+    "FuzzResult": "dst.explore.fuzz",
+    "Group": "dst.explore.fuzz",
+    "Outcome": "dst.explore.fuzz",
     "save_finding": "dst.explore.record",
     "strategies": ("dst.strategies", None),  # Hypothesis strategies: imports hypothesis, so only when asked for
     "Bounds": "dst.sut",
@@ -58,7 +67,12 @@ _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (mo
     "System": "dst.sut",
 }
 
-__all__ = sorted([*_PUBLIC, "__version__"])
+__all__ = [  # a literal list: type checkers read it as what the package exports (mypy --strict too)
+    "Bounds", "Bug", "Env", "Finding", "FindingError", "FuzzResult", "Group", "Model", "ModelError",
+    "Outcome", "Replay", "RunResult", "Scenario", "ScenarioError", "Shrunk", "Step", "System",
+    "ViolationReport", "__version__", "fuzz", "load_scenario", "parse_scenario", "read_finding", "replay",
+    "run", "save_finding", "shrink", "strategies",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -31,8 +31,8 @@ from typing import Any, NoReturn, Sequence, TextIO, cast
 import attrs
 
 from . import __version__
-from .explore.fuzz import (SEEDS_SHOWN, Outcome, Shard, StopRequest, Tally, Terminated, campaign, count_seeds, pick,
-                          seeds, worker_pool)
+from .explore.fuzz import (SEEDS_SHOWN, FuzzResult, Outcome, Shard, StopRequest, Tally, Terminated, campaign,
+                          count_seeds, drive, ended, pick, seeds, tallied, worker_pool)
 from .explore.cluster import ClusterError, ClusterExecutor
 from .explore.swarm import swarm
 from .invariants.situations import catalogue
@@ -40,6 +40,7 @@ from .findings import FindingError, FolderError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration, shorten
 from .runner import RunResult, check, run
+from .reproduce import command as reproduce_command
 from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario, one_line
 from .sim.trace import Event, first_difference, format_event
 
@@ -394,21 +395,6 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     return scenario
 
 
-def reproduce_command(seed: int, scenario_path: str | None, bugs: list[str], use_swarm: bool,
-                      model: str | None = None) -> str:
-    """The exact ``dst run`` command that replays one seed of a campaign."""
-    parts = ["dst", "run", "--seed", str(seed)]
-    if scenario_path:
-        parts += ["--scenario", scenario_path]
-    if model:
-        parts += ["--model", model]
-    for slug in bugs:
-        parts += ["--bug", slug]
-    if use_swarm:
-        parts.append("--swarm")
-    return " ".join(parts)
-
-
 # --- dst run --------------------------------------------------------------------------------------
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -486,11 +472,6 @@ def _campaign_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
     return scenario, attrs.evolve(load_scenario("runs"), bugs=scenario.bugs)
 
 
-def _scenario_arg(args: argparse.Namespace, scenario: Scenario) -> str | None:
-    """How a command names the scenario a seed ran: the file given, or a shipped scenario's name."""
-    return args.scenario or (None if scenario.source == EMBEDDED else scenario.name)
-
-
 def _cmd_fuzz(args: argparse.Namespace) -> int:
     scenarios = _campaign_scenarios(args)
     if args.seeds:
@@ -522,19 +503,20 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
     outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=workers,
                         deadline=deadline, executor=cluster, stop=request)
+
+    def each(outcome: Outcome, tally: Tally) -> bool:
+        progress.update(tally, time.monotonic() - started)
+        if recorder is not None and outcome.invariant is not None:
+            recorder.consider(outcome, tally)
+        return bool(args.stop_on_first and tally.violations)
+
+    asked = False
     try:
         with progress:
-            for outcome in outcomes:
-                tally.add(outcome)
-                progress.update(tally, time.monotonic() - started)
-                if recorder is not None and outcome.invariant is not None:
-                    recorder.consider(outcome, tally)
-                if args.stop_on_first and tally.violations:
-                    break
+            asked = drive(outcomes, tally, each)
     except KeyboardInterrupt as halt:
         interrupted = EXIT_TERMINATED if isinstance(halt, Terminated) else EXIT_INTERRUPTED
     finally:
-        outcomes.close()
         if cluster is not None:
             cluster.close()
         if noted:
@@ -542,7 +524,8 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
                 signal.signal(sig, handler)
     wall = time.monotonic() - started
 
-    report = _fuzz_report(args, scenarios, tally, wall, interrupted, first, stop)
+    result = tallied(tally, scenarios, args.swarm, ended(asked, deadline), wall)
+    report = _fuzz_report(args, scenarios, result, interrupted, first, stop)
     report["findings"] = [] if recorder is None else recorder.report()
     if not _publish(args, report):
         return EXIT_USAGE
@@ -593,51 +576,48 @@ def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
     return True
 
 
-def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], tally: Tally, wall: float,
-                 interrupted: int, first: int, stop: int | None) -> dict[str, Any]:
-    bugs = list(args.bug)
+def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], result: FuzzResult, interrupted: int,
+                 first: int, stop: int | None) -> dict[str, Any]:
     return {
-        "scenario": " + ".join(s.name for s in scenarios),
+        "scenario": " + ".join(result.scenarios),
         "source": " + ".join(s.source for s in scenarios),
         "model": scenarios[0].model.impl,
         "bugs": list(scenarios[0].bugs),
         "swarm": args.swarm,
         "seeds": {"first": first, "stop": stop, "shard": None if args.shard is None else f"{args.shard.index}/{args.shard.count}",
-                  "last_run": tally.last_seed},
-        "seeds_run": tally.seeds_run,
-        "events": tally.events,
-        "violations": tally.violations,
+                  "last_run": result.last_seed},
+        "seeds_run": result.seeds_run,
+        "events": result.events,
+        "violations": result.violations,
         "interrupted": bool(interrupted),
-        "wall_seconds": round(wall, 3),
-        "seeds_per_second": round(tally.seeds_run / wall, 1) if wall > 0 else None,
-        "invariants": sorted(tally.checked),
+        "wall_seconds": result.wall_seconds,
+        "seeds_per_second": round(result.seeds_run / result.wall_seconds, 1) if result.wall_seconds > 0 else None,
+        "invariants": list(result.invariants),
         "signatures": [
             {
-                "invariant": g.invariant,
-                "signature": g.signature,
-                "count": len(g.seeds),
-                "seeds": g.seeds[:SEEDS_SHOWN],
+                "invariant": g.first.invariant,
+                "signature": g.key,
+                "count": g.count,
+                "seeds": list(g.seeds[:SEEDS_SHOWN]),
                 "first_seed": g.first.seed,
                 "message": g.first.message,
                 "time_ms": g.first.time,
-                "reproduce": reproduce_command(g.first.seed, _scenario_arg(args, pick(scenarios, g.first.seed)), bugs,
-                                               args.swarm, args.model),
+                "reproduce": g.reproduce,
             }
-            for g in sorted(tally.groups.values(), key=lambda g: g.first.seed)
+            for g in result.signatures
         ],
         "unjudged": [
             {
-                "kind": kind,
-                "count": len(g.seeds),
-                "seeds": g.seeds[:SEEDS_SHOWN],
+                "kind": g.key,
+                "count": g.count,
+                "seeds": list(g.seeds[:SEEDS_SHOWN]),
                 "first_seed": g.first.seed,
                 "why": g.first.unjudged[1] if g.first.unjudged else "",
-                "reproduce": reproduce_command(g.first.seed, _scenario_arg(args, pick(scenarios, g.first.seed)), bugs,
-                                               args.swarm, args.model),
+                "reproduce": g.reproduce,
             }
-            for kind, g in sorted(tally.unjudged.items())
+            for g in result.unjudged
         ],
-        "coverage": tally.coverage.report(catalogue(scenarios[0].model.resolve().situations), tally.checked),
+        "coverage": result.coverage,
     }
 
 

@@ -14,6 +14,7 @@ import gc
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable, cast
 
 import attrs
@@ -31,7 +32,7 @@ from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
-from .sim.trace import Event, digest, format_time, formatted, key_name
+from .sim.trace import Event, digest, format_event, format_time, formatted, key_name
 from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
 
 _DRAIN_POLL = 1_000
@@ -86,6 +87,9 @@ class RunResult:
     unjudged: Unjudged | None = None
     situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
     cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for
+    # What ran, so that the result can say how to run it again and write itself as a finding.
+    ran: Scenario | None = attrs.field(default=None, repr=False, eq=False)
+    plan_given: bool = attrs.field(default=False, repr=False, eq=False)  # ``plan`` was passed to run()
 
     @property
     def fired(self) -> dict[str, int]:
@@ -159,6 +163,46 @@ class RunResult:
         trace = self.trace
         return tuple(trace[i] for i in causal_slice(trace, v.message, during=v.during, every_step=every_step))
 
+    @property
+    def reproduce(self) -> str | None:
+        """The ``dst run`` command that runs this seed again, or None when no command line can: a plan passed
+        to :func:`run`, or a scenario built or changed in code (:meth:`save` it, and ``dst replay`` the file)."""
+        if self.ran is None or self.plan_given:
+            return None
+        from .reproduce import reproduce
+
+        return reproduce(self.ran, self.seed)
+
+    def explain(self) -> str:
+        """What the run did, for a person: its outcome; with a violation, the message, the events that led to it
+        (its causal slice) and how to run it again."""
+        head = f"{self.scenario}, seed {self.seed}"
+        if self.violation is None:
+            why = "" if self.unjudged is None else f", but {self.unjudged.kind}: {self.unjudged.why}"
+            return f"{head}: no violation{why} ({self.events:,} events, {format_time(self.virtual_time)} of virtual time)"
+        v, led = self.violation, self.causal()
+        again = self.reproduce
+        lines = [f"{head}: VIOLATION of {v.invariant} at t={format_time(v.time)}", f"  {v.message}",
+                 f"the {len(led):,} events that led to it (of {len(self.trace):,}):",
+                 *(f"  {format_event(e)}" for e in led),
+                 f"run it again: {again}" if again else
+                 "run it again: no command line runs this plan as given; result.save(folder) writes it as a finding "
+                 "that `dst replay` runs"]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+    def save(self, folder: str | Path) -> Path:
+        """Write this run's violation as a finding file in ``folder`` (as it is: not minimized), which ``dst replay``
+        and the pytest plugin replay; returns its path. A finding with the same signature already in ``folder``
+        is kept, and its path returned. Raises ``ValueError`` for a run that violated nothing."""
+        if self.ran is None:
+            raise ValueError("this result does not carry the scenario it ran, so it cannot be saved")
+        from .explore.record import save_finding  # above this module: it runs the plan again to record it
+
+        return save_finding(self.ran, self.seed, self.plan if self.plan_given else None, folder)
+
 
 class _Order:
     """A plan step as its client program sees it: a step's missing job arguments take the workload's defaults."""
@@ -207,6 +251,7 @@ class Simulation:
         self.deadline = deadline
         self.clock = clock
         streams = Streams(seed)
+        self.plan_given = plan is not None
         self.plan = plan if plan is not None else (scenario.steps if scenario.steps is not None
                                                    else generate_plan(scenario, streams))
         wl, runs = scenario.workload, scenario.runs
@@ -415,6 +460,7 @@ class Simulation:
             checks=checks, jobs=dict(jobs), violation=violation, befell=(self.network.drawn, self.server.drawn),
             unjudged=unjudged, situations=reached,
             cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants),
+            ran=scenario, plan_given=self.plan_given,
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).

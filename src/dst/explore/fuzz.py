@@ -18,15 +18,20 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
-from typing import Callable, Generator, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Callable, Generator, Iterable, Iterator, Sequence
 
 import attrs
 
 from ..invariants import shape
-from ..runner import Cut, run
-from ..scenario import Scenario
-from .coverage import Coverage
-from .swarm import swarm
+from ..invariants.situations import catalogue
+from ..models import name_of
+from ..reproduce import reproduce
+from ..runner import Cut, RunResult, run
+from ..scenario import Scenario, with_model
+from ..sut import Model, System
+from .coverage import Coverage, never_reached
+from .swarm import swarm as swarm_of
 
 _CHUNK = 8  # seeds per task handed to a worker: big enough to amortise the round trip, small enough to stop soon
 
@@ -49,7 +54,14 @@ class Outcome:
     cases: tuple[tuple[str, int], ...] = ()
 
     @property
+    def ok(self) -> bool:
+        """No invariant was violated (an unjudged run is ok, as :attr:`RunResult.ok <dst.RunResult.ok>` says)."""
+        return self.invariant is None
+
+    @property
     def signature(self) -> str | None:
+        """What the violation has in common with others of its kind: the invariant and the message's shape
+        (its names and numbers taken out). None for a run that violated nothing."""
         return None if self.invariant is None else f"{self.invariant}: {shape(self.message or '')}"
 
 
@@ -84,7 +96,7 @@ def count_seeds(first: int, stop: int, shard: Shard | None) -> int:
 def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
              clock: Callable[[], float] = time.monotonic) -> Outcome:
     """One seed's outcome; past ``deadline`` (on ``clock``) the run stops where it is and raises :class:`Cut`."""
-    result = run(swarm(scenario, seed) if use_swarm else scenario, seed, deadline=deadline, clock=clock)
+    result = run(swarm_of(scenario, seed) if use_swarm else scenario, seed, deadline=deadline, clock=clock)
     v, unjudged = result.violation, result.unjudged
     return Outcome(seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
                    None if v is None else v.time, None if unjudged is None else (unjudged.kind, unjudged.why),
@@ -276,8 +288,9 @@ SEEDS_SHOWN = 20  # seeds a report lists per signature: the first ones, in seed 
 
 
 @attrs.define
-class Group:
-    """Violations that share a signature (invariant plus the shape of the message)."""
+class _Tallied:
+    """Seeds that went the same way, as the campaign runs: violations that share a signature (invariant plus
+    the shape of the message), or runs unjudged for one reason."""
 
     signature: str
     invariant: str
@@ -292,13 +305,13 @@ class Tally:
     seeds_run: int = 0
     events: int = 0
     violations: int = 0
-    groups: dict[str, Group] = attrs.Factory(dict)
+    groups: dict[str, _Tallied] = attrs.Factory(dict)
     last_seed: int | None = None
-    unjudged: dict[str, Group] = attrs.Factory(dict)  # by kind: runs that ended before they could be judged
+    unjudged: dict[str, _Tallied] = attrs.Factory(dict)  # by kind: runs that ended before they could be judged
     checked: set[str] = attrs.Factory(set)  # invariant ids any run checked
     coverage: Coverage = attrs.Factory(Coverage)
 
-    def add(self, outcome: Outcome) -> Group | None:
+    def add(self, outcome: Outcome) -> _Tallied | None:
         """Count an outcome; returns its group when it is a violation with a new signature."""
         self.seeds_run += 1
         self.events += outcome.events
@@ -307,15 +320,165 @@ class Tally:
         self.last_seed = outcome.seed
         if outcome.unjudged is not None:
             kind = outcome.unjudged[0]
-            self.unjudged.setdefault(kind, Group(kind, "", outcome)).seeds.append(outcome.seed)
+            self.unjudged.setdefault(kind, _Tallied(kind, "", outcome)).seeds.append(outcome.seed)
         signature = outcome.signature
         if signature is None:
             return None
         self.violations += 1
         group = self.groups.get(signature)
         if group is None:
-            group = self.groups[signature] = Group(signature, outcome.invariant or "", outcome)
+            group = self.groups[signature] = _Tallied(signature, outcome.invariant or "", outcome)
             group.seeds.append(outcome.seed)
             return group
         group.seeds.append(outcome.seed)
         return None
+
+
+# --- the campaign as a function: dst.fuzz ----------------------------------------------------------
+
+@attrs.frozen
+class Group:
+    """Seeds of a campaign that went the same way: violations that share a signature (``key`` is the
+    signature), or runs left unjudged for one reason (``key`` is its kind: ``undrained``, ``over-budget``)."""
+
+    key: str
+    seeds: tuple[int, ...]  # every seed of the group, in order
+    first: Outcome  # the first seed's outcome
+    reproduce: str | None  # the ``dst run`` command for the first seed (None: see RunResult.reproduce)
+    _scenario: Scenario = attrs.field(repr=False, eq=False, alias="scenario")  # as the first seed ran it
+
+    @property
+    def count(self) -> int:
+        return len(self.seeds)
+
+    def run(self) -> RunResult:
+        """The first seed run again, whole: its trace, ``explain()`` and ``save()``. The same seed gives the
+        same run, so this is the run the campaign saw."""
+        return run(self._scenario, self.first.seed)
+
+
+@attrs.frozen
+class FuzzResult:
+    """What a campaign (:func:`fuzz`) did: its counts, its violations grouped by signature, its coverage."""
+
+    scenarios: tuple[str, ...]  # the names of the scenarios it ran, seed by seed in turns
+    seeds_run: int
+    last_seed: int | None
+    events: int
+    violations: int  # runs that violated an invariant
+    signatures: tuple[Group, ...]  # the violations, one group per signature, in the order they were first met
+    unjudged: tuple[Group, ...]  # runs that ended before they could be judged, one group per kind
+    invariants: tuple[str, ...]  # the invariants some run checked
+    coverage: dict[str, Any]  # faults fired, situations reached, invariants put to the test: as dst fuzz --json
+    never_reached: tuple[str, ...]  # a line per risky situation no run reached, naming what went untested there
+    stopped: str  # why it ended: "seeds" (they ran out), "time budget", or "on_result" (the callback said so)
+    wall_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """No run violated an invariant."""
+        return self.violations == 0
+
+    def explain(self) -> str:
+        """The campaign for a person: what ran, and each signature with its seeds and the command that runs
+        its first seed again (``group.run().explain()`` shows that run's causal slice)."""
+        plural = "" if self.seeds_run == 1 else "s"
+        why = {"seeds": "", "time budget": "; the time budget ended it", "on_result": "; on_result ended it"}
+        count = len(self.signatures)
+        lines = [f"{' + '.join(dict.fromkeys(self.scenarios))}: {self.seeds_run:,} seed{plural} run{why[self.stopped]}, "
+                 f"{self.violations:,} violated an invariant"
+                 + (f", in {count} signature{'' if count == 1 else 's'}:" if count else "")]
+        for group in self.signatures:
+            shown = ", ".join(map(str, group.seeds[:SEEDS_SHOWN])) + (", ..." if group.count > SEEDS_SHOWN else "")
+            lines += [f"  {group.key}", f"    {group.count:,} seed{'' if group.count == 1 else 's'}: {shown}",
+                      f"    first: {group.first.message}",
+                      f"    run it again: {group.reproduce or 'group.run() (no command line runs it)'}"]
+        for group in self.unjudged:
+            lines.append(f"  {group.count:,} unjudged ({group.key}), first seed {group.first.seed}: "
+                         f"{group.first.unjudged[1] if group.first.unjudged else ''}")
+        lines += [f"  {line}" for line in self.never_reached]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+    def save(self, folder: str | Path, *, max_runs: int = 3000, seconds: float = 120.0) -> list[Path]:
+        """Minimize the first seed of each signature and write it as a finding in ``folder``, as ``dst fuzz``
+        does (a finding with the same signature already there is kept); the findings' paths, in order."""
+        from .record import minimize, record
+
+        paths = []
+        for group in self.signatures:
+            shrunk = minimize(group._scenario, group.first.seed, use_swarm=False, max_runs=max_runs, seconds=seconds)
+            assert shrunk is not None, "the same seed violates the same way"
+            origin = {"scenario": group._scenario.source, "seed": group.first.seed, "signature": group.key}
+            paths.append(record(shrunk, Path(folder), origin).path)
+        return paths
+
+
+def fuzz(scenario: Scenario | Sequence[Scenario], seeds: Iterable[int] = range(1, 101), *, workers: int = 1,
+         swarm: bool = True, time_budget: float | None = None,
+         model: str | Model[Any] | Callable[..., System] | None = None,
+         on_result: Callable[[Outcome], bool | None] | None = None) -> FuzzResult:
+    """Run a campaign: each seed of ``seeds`` (in order) on ``scenario`` (given several, they take turns seed
+    by seed), on ``workers`` processes; with ``swarm``, as ``dst fuzz`` without ``--no-swarm``, each seed
+    picks which of the scenario's faults are on and how often. It ends when
+    the seeds run out, when ``time_budget`` seconds have passed, or when ``on_result`` (called with each seed's
+    :class:`Outcome`, in seed order) returns True. The same seeds give the same result on any number of workers.
+
+    ``seeds`` may be endless (``itertools.count(1)``) with a time budget or a callback to end it. ``model``
+    runs another model than the scenarios name, as :func:`dst.run`'s does (with workers, by its importable
+    name). Ctrl-C ends the workers and goes on up as KeyboardInterrupt."""
+    scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
+    if not scenarios:
+        raise ValueError("fuzz: no scenario given")
+    if workers < 1:
+        raise ValueError(f"fuzz: workers must be at least 1, got {workers}")
+    if model is not None:
+        scenarios = tuple(with_model(s, name_of(model)) for s in scenarios)
+    started = time.monotonic()
+    deadline = None if time_budget is None else started + time_budget
+    tally = Tally()
+    outcomes = campaign(scenarios, iter(seeds), use_swarm=swarm, workers=workers, deadline=deadline)
+    asked = drive(outcomes, tally, None if on_result is None else lambda outcome, _: on_result(outcome))
+    return tallied(tally, scenarios, swarm, ended(asked, deadline), time.monotonic() - started)
+
+
+def drive(outcomes: Generator[Outcome, None, None], tally: Tally,
+          each: Callable[[Outcome, Tally], bool | None] | None) -> bool:
+    """Count each outcome in ``tally`` and hand it to ``each``, until the outcomes end or ``each`` returns
+    True (then True); the campaign is closed however this ends (its workers with it)."""
+    try:
+        for outcome in outcomes:
+            tally.add(outcome)
+            if each is not None and each(outcome, tally):
+                return True
+        return False
+    finally:
+        outcomes.close()
+
+
+def ended(asked: bool, deadline: float | None, clock: Callable[[], float] = time.monotonic) -> str:
+    """Why a campaign that was not interrupted ended (:attr:`FuzzResult.stopped`): its callback asked, its
+    time budget ran out, or its seeds did."""
+    return "on_result" if asked else "time budget" if deadline is not None and clock() >= deadline else "seeds"
+
+
+def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stopped: str, wall: float) -> FuzzResult:
+    """The result of a campaign from its tally."""
+    def group(key: str, tallied: _Tallied) -> Group:
+        scenario = pick(scenarios, tallied.first.seed)
+        ran = swarm_of(scenario, tallied.first.seed) if use_swarm else scenario
+        return Group(key, tuple(tallied.seeds), tallied.first, reproduce(ran, tallied.first.seed), scenario=ran)
+
+    situations = catalogue(scenarios[0].model.resolve().situations)
+    coverage = tally.coverage.report(situations, tally.checked)
+    return FuzzResult(
+        scenarios=tuple(s.name for s in scenarios), seeds_run=tally.seeds_run, last_seed=tally.last_seed,
+        events=tally.events, violations=tally.violations,
+        signatures=tuple(group(key, t) for key, t in sorted(tally.groups.items(), key=lambda kt: kt[1].first.seed)),
+        unjudged=tuple(group(kind, t) for kind, t in sorted(tally.unjudged.items())),
+        invariants=tuple(sorted(tally.checked)),
+        coverage=coverage, never_reached=tuple(never_reached(coverage, situations)),
+        stopped=stopped, wall_seconds=round(wall, 3),
+    )

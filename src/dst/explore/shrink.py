@@ -286,10 +286,19 @@ def scripted(scenario: Scenario, plan: tuple[Step, ...]) -> Scenario:
                         runs=attrs.evolve(scenario.runs, submissions=0))
 
 
-def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: str, *, max_runs: int = 3000,
-           seconds: float = 120.0, clock: Callable[[], float] = time.monotonic) -> Shrunk:
-    """Minimize the run of ``plan`` under ``scenario`` and ``seed``, which must violate ``invariant``."""
+def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, invariant: str | None = None, *,
+           max_runs: int = 3000, seconds: float = 120.0, clock: Callable[[], float] = time.monotonic) -> Shrunk:
+    """Minimize the run of ``plan`` (None: the seed's own plan) under ``scenario`` and ``seed``, which must
+    violate ``invariant`` (None: the invariant it violates); raises ``ValueError`` for a run that does not.
+    The smallest plan found keeps violating that invariant: at most ``max_runs`` runs, ``seconds`` of time."""
     began = clock()
+    if plan is None or invariant is None:
+        ran = run(scenario, seed, plan)
+        plan = ran.plan
+        if invariant is None:
+            if ran.violation is None:
+                raise ValueError(f"{scenario.name}: seed {seed} violates nothing: nothing to minimize")
+            invariant = ran.violation.invariant
     start = scripted(scenario, plan)
     first = run(start, seed)
     if first.violation is None or first.violation.invariant != invariant:

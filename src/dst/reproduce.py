@@ -1,0 +1,65 @@
+"""The ``dst run`` command line that runs a seed again: what ``dst run``, ``dst fuzz`` and a result print."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import attrs
+
+from .models import ModelError
+from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
+
+
+def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
+            model: str | None = None) -> str:
+    """``dst run --seed N`` with the flags given: the scenario as the command line names it (None: the
+    embedded default), the model it runs instead of the file's, the bugs it turns on besides the file's."""
+    parts = ["dst", "run", "--seed", str(seed)]
+    if scenario_arg:
+        parts += ["--scenario", scenario_arg]
+    if model:
+        parts += ["--model", model]
+    for slug in bugs:
+        parts += ["--bug", slug]
+    if use_swarm:
+        parts.append("--swarm")
+    return " ".join(parts)
+
+
+def command_name(scenario: Scenario) -> str | None:
+    """How the command line names where ``scenario`` was loaded from: a file's path, a shipped scenario's name,
+    or None for the embedded default (nor a source of its own: see :func:`reproduce`)."""
+    source = scenario.source
+    if source == EMBEDDED:
+        return None
+    if source.startswith("<embedded ") and source.endswith(">"):
+        return source[len("<embedded "):-1]
+    return source
+
+
+def reproduce(scenario: Scenario, seed: int) -> str | None:
+    """The ``dst run`` command that runs seed ``seed`` of ``scenario`` again (with ``--swarm`` when ``scenario``
+    is the seed's swarm of the one loaded), or None when no command line can: a negative seed, a scenario
+    built or changed in code, or one whose file has changed or gone since it was loaded."""
+    from .explore.swarm import swarm  # above this module
+
+    if seed < 0:
+        return None
+    name = command_name(scenario)
+    try:
+        try:
+            own: str | None = load_scenario(name).model.impl
+        except (ScenarioError, ModelError):  # the file's own model is gone: the command must name one
+            own = None
+        model = None if own == scenario.model.impl else scenario.model.impl
+        on_disk = load_scenario(name, model=model)
+    except (ScenarioError, ModelError):
+        return None
+    if set(on_disk.bugs) - set(scenario.bugs):
+        return None
+    extra = [slug for slug in scenario.bugs if slug not in on_disk.bugs]
+    on_disk = attrs.evolve(on_disk, bugs=scenario.bugs)
+    for use_swarm, ran in ((False, on_disk), (True, swarm(on_disk, seed))):
+        if ran == scenario:
+            return command(seed, name, extra, use_swarm, model)
+    return None
