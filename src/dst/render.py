@@ -20,9 +20,10 @@ from .runner import RunResult
 from .scenario import Scenario, one_line
 from .sim.trace import Event, format_event, format_time
 
-_ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",
-                 "drop": "dim red", **{kind.action: kind.style for kind in FAULTS if kind.target == "client"},
-                 **{kind.drawn_as: kind.style for kind in FAULTS if kind.pinned}}
+# How an event kind is styled in a timeline: fault kinds by their registry colour.
+ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",
+                "drop": "dim red", **{kind.action: kind.style for kind in FAULTS if kind.target == "client"},
+                **{kind.drawn_as: kind.style for kind in FAULTS if kind.pinned}}
 
 
 def plain(*parts: str | tuple[str, str]) -> Text:
@@ -84,7 +85,7 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
 
 def render_events(console: Console, events: Iterable[Event]) -> None:
     for event in events:
-        console.print(plain((format_event(event), _ACTION_STYLE.get(event[2], ""))))
+        console.print(plain((format_event(event), ACTION_STYLE.get(event[2], ""))))
 
 
 PROGRESS_LINE_SECONDS = 10.0  # off a terminal: how often a progress line is written (presentation only)
@@ -258,7 +259,8 @@ def render_selftest(console: Console, found: list[Any], clean: list[Any],
 
 
 
-def _lane_order(actor: str) -> tuple[int, int, str]:
+def lane_order(actor: str) -> tuple[int, int, str]:
+    """Where an actor's lane goes in a timeline (text or page): the user, clients by number, then the rest."""
     if actor == "user":
         return (0, 0, actor)
     if actor.startswith("c") and actor[1:].isdigit():
@@ -270,7 +272,7 @@ def render_timeline(console: Console, result: RunResult, events: Sequence[Event]
     """The run, one line per event: a lane per actor marks who acted; plan steps stand out; the violation
     ends it. ``events``: only these (formatted) events of the run, with a line saying how many of all."""
     shown = result.trace if events is None else events
-    actors = sorted({e[1] for e in shown}, key=_lane_order)
+    actors = sorted({e[1] for e in shown}, key=lane_order)
     lane = {a: i for i, a in enumerate(actors)}
     header = " ".join(f"{a:^3}"[:3] if len(a) <= 3 else a[:3] for a in actors)
     console.print(plain((f"{'time':>10}  {header}  event", "bold")))
@@ -279,7 +281,7 @@ def render_timeline(console: Console, result: RunResult, events: Sequence[Event]
         marks = ["·"] * len(actors)
         marks[lane[actor]] = "▶" if kind in STEP_KINDS else "●"
         lanes = " ".join(f" {m} " for m in marks)
-        style = _ACTION_STYLE.get(kind, "bold" if kind in STEP_KINDS else "")
+        style = ACTION_STYLE.get(kind, "bold" if kind in STEP_KINDS else "")
         console.print(plain((f"{format_time(time):>10}  {lanes}  {actor} {kind} {detail}".rstrip(), style)))
     v = result.violation
     if v is not None:

@@ -28,7 +28,7 @@ import attrs
 from .causal import STEP_KINDS, causal_slice
 from .faults import FAULTS, FaultKind, fault_of
 from .plan import is_client
-from .render import _ACTION_STYLE, _lane_order
+from .render import ACTION_STYLE, lane_order
 from .runner import RunResult
 from .scenario import PATH_LIMIT, one_line
 from .sim.trace import RESPONSE, Event
@@ -329,15 +329,15 @@ def _mark_style(actor: str, kind: str) -> tuple[str, str]:
     if fault is not None:
         return "fault", fault.style
     if kind in STEP_KINDS:
-        return "step", _ACTION_STYLE.get(kind, "bold")
-    return ("message" if kind in MESSAGE_KINDS else "other"), _ACTION_STYLE.get(kind, "")
+        return "step", ACTION_STYLE.get(kind, "bold")
+    return ("message" if kind in MESSAGE_KINDS else "other"), ACTION_STYLE.get(kind, "")
 
 
 def lanes(result: RunResult) -> list[str]:
     """The actors drawn, one lane each, in the text timeline's order: the user, the clients, the server,
     the resource, the network."""
     actors = {event[1] for event in result.raw_trace} | {step.actor for step in result.plan} | {"server"}
-    return sorted(actors, key=_lane_order)
+    return sorted(actors, key=lane_order)
 
 
 def slice_indexes(result: RunResult, every_step: bool) -> list[int]:
