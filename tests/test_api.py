@@ -145,3 +145,12 @@ def test_shrink_takes_the_seeds_own_plan_and_violation_by_default(buggy):
     assert small.steps_after < small.steps_before == len(dst.run(buggy, 0).plan)
     with pytest.raises(ValueError, match="violates nothing"):
         dst.shrink(dst.load_scenario(), 1)
+
+
+def test_fuzz_and_dst_fuzz_write_each_signature_once_into_one_folder(buggy, tmp_path, capsys):
+    assert main(["fuzz", "--scenario", BUGGY, "--seeds", "1:11", "--workers", "1", "--findings", str(tmp_path),
+                 "--json"]) == 1
+    written = json.loads(capsys.readouterr().out)["findings"]
+    result = dst.fuzz(buggy, range(1, 11))
+    assert sorted(map(str, result.save(tmp_path, max_runs=300))) == sorted(f["path"] for f in written)
+    assert len(list(tmp_path.glob("*.toml"))) == len(written) == len(result.signatures)

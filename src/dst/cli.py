@@ -650,15 +650,10 @@ class _Recorder:
             self._write(sig)
 
     def _write(self, sig: str) -> None:
-        from .explore.record import record
-
-        from .findings import signature
+        from .explore.record import campaign_origin, record
 
         shrunk = self.best[sig]
-        scenario = pick(self.scenarios, shrunk.seed)
-        invariant, shape_ = sig.split(": ", 1)
-        origin = {"scenario": scenario.source, "seed": shrunk.seed, "swarm": self.args.swarm,
-                  "signature": signature(scenario.model.impl, scenario.bugs, invariant, shape_)}
+        origin = campaign_origin(pick(self.scenarios, shrunk.seed), shrunk.seed, self.args.swarm, sig)
         self.written[sig] = record(shrunk, self.directory, origin)
 
     def report(self) -> list[dict[str, Any]]:

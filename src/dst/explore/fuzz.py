@@ -362,6 +362,7 @@ class FuzzResult:
     """What a campaign (:func:`fuzz`) did: its counts, its violations grouped by signature, its coverage."""
 
     scenarios: tuple[str, ...]  # the names of the scenarios it ran, seed by seed in turns
+    swarm: bool  # each seed picked which faults were on, and how often
     seeds_run: int
     last_seed: int | None
     events: int
@@ -405,13 +406,13 @@ class FuzzResult:
     def save(self, folder: str | Path, *, max_runs: int = 3000, seconds: float = 120.0) -> list[Path]:
         """Minimize the first seed of each signature and write it as a finding in ``folder``, as ``dst fuzz``
         does (a finding with the same signature already there is kept); the findings' paths, in order."""
-        from .record import minimize, record
+        from .record import campaign_origin, minimize, record
 
         paths = []
         for group in self.signatures:
             shrunk = minimize(group._scenario, group.first.seed, use_swarm=False, max_runs=max_runs, seconds=seconds)
             assert shrunk is not None, "the same seed violates the same way"
-            origin = {"scenario": group._scenario.source, "seed": group.first.seed, "signature": group.key}
+            origin = campaign_origin(group._scenario, group.first.seed, self.swarm, group.key)
             paths.append(record(shrunk, Path(folder), origin).path)
         return paths
 
@@ -474,7 +475,7 @@ def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stop
     situations = catalogue(scenarios[0].model.resolve().situations)
     coverage = tally.coverage.report(situations, tally.checked)
     return FuzzResult(
-        scenarios=tuple(s.name for s in scenarios), seeds_run=tally.seeds_run, last_seed=tally.last_seed,
+        scenarios=tuple(s.name for s in scenarios), swarm=use_swarm, seeds_run=tally.seeds_run, last_seed=tally.last_seed,
         events=tally.events, violations=tally.violations,
         signatures=tuple(group(key, t) for key, t in sorted(tally.groups.items(), key=lambda kt: kt[1].first.seed)),
         unjudged=tuple(group(kind, t) for kind, t in sorted(tally.unjudged.items())),

@@ -66,6 +66,15 @@ def save_finding(scenario: Scenario, seed: int, plan: Iterable[Step] | None, fol
     return write(finding, Path(folder))[0]
 
 
+def campaign_origin(scenario: Scenario, seed: int, use_swarm: bool, key: str) -> dict[str, Any]:
+    """Where a campaign's finding came from. Its ``signature`` is the whole signature of the violation as the
+    campaign met it (``key``: invariant and shape), before minimizing changed it: the same campaign run again
+    finds it in the folder and writes nothing new."""
+    invariant, shape_ = key.split(": ", 1)
+    return {"scenario": scenario.source, "seed": seed, "swarm": use_swarm,
+            "signature": signature(scenario.model.impl, scenario.bugs, invariant, shape_)}
+
+
 def minimize(scenario: Scenario, seed: int, *, use_swarm: bool, max_runs: int = 3000,
              seconds: float = 120.0) -> Shrunk | None:
     """Minimize seed ``seed`` of ``scenario`` (as ``dst run --seed N [--swarm]`` runs it); None if it passes."""
