@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -152,3 +153,47 @@ def test_a_signal_stops_a_cluster_campaign_keeping_the_seeds_done_in_order(sched
     n = stopped["seeds_run"]
     _, local = fuzz(["--seeds", f"1:{n + 1}", "--workers", "1"], capsys, CLEAN)
     assert (stopped["events"], stopped["unjudged"]) == (local["events"], local["unjudged"])
+
+
+class _FailingCluster:
+    """A cluster that runs chunks here until it loses its scheduler after ``good`` of them, as a real one
+    whose scheduler dies mid-campaign does (its futures fail with ClusterError)."""
+
+    workers = 1
+    address = "tcp://127.0.0.1:1"
+
+    def __init__(self, good: int) -> None:
+        self.good = good
+        self.closed = False
+
+    def submit(self, fn, /, *args, **kwargs):
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        if self.good > 0:
+            self.good -= 1
+            future.set_result(fn(*args, **kwargs))
+        else:
+            future.set_exception(cluster_module.ClusterError(f"--cluster {self.address}: lost the scheduler"))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_cluster_lost_mid_campaign_still_reports_what_ran_and_writes_its_findings(tmp_path, capsys, monkeypatch):
+    failing = _FailingCluster(good=3)
+    monkeypatch.setattr("dst.cli._cluster", lambda args: failing)
+    code = main(["fuzz", "--scenario", "double-release", "--json", "--count", "1000", "--cluster", failing.address,
+                 "--findings", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and failing.closed
+    assert err.strip().splitlines()[-1] == f"dst: --cluster {failing.address}: lost the scheduler (the report above " \
+                                           "is of the seeds it ran before)"
+    report = json.loads(out)
+    assert report["interrupted"] and report["seeds_run"] == report["seeds"]["last_run"] == 24  # 3 chunks of 8
+    assert report["violations"] > 0 and report["findings"]
+    assert all(Path(f["path"]).exists() for f in report["findings"])

@@ -511,11 +511,14 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         return bool(args.stop_on_first and tally.violations)
 
     asked = False
+    lost: ClusterError | None = None  # the cluster's failure that ended the campaign early, if one did
     try:
         with progress:
             asked = drive(outcomes, tally, each)
     except KeyboardInterrupt as halt:
         interrupted = EXIT_TERMINATED if isinstance(halt, Terminated) else EXIT_INTERRUPTED
+    except ClusterError as e:  # the cluster failed mid-campaign: what it ran, and the findings, are still reported
+        lost = e
     finally:
         if cluster is not None:
             cluster.close()
@@ -525,9 +528,12 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     wall = time.monotonic() - started
 
     result = tallied(tally, scenarios, args.swarm, ended(asked, deadline), wall)
-    report = _fuzz_report(args, scenarios, result, interrupted, first, stop)
+    report = _fuzz_report(args, scenarios, result, bool(interrupted) or lost is not None, first, stop)
     report["findings"] = [] if recorder is None else recorder.report()
     if not _publish(args, report):
+        return EXIT_USAGE
+    if lost is not None:
+        _error(f"dst: {lost} (the report above is of the seeds it ran before)")
         return EXIT_USAGE
     if tally.violations:
         return EXIT_VIOLATION
@@ -576,7 +582,7 @@ def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
     return True
 
 
-def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], result: FuzzResult, interrupted: int,
+def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], result: FuzzResult, interrupted: bool,
                  first: int, stop: int | None) -> dict[str, Any]:
     return {
         "scenario": " + ".join(result.scenarios),
