@@ -257,3 +257,22 @@ def test_a_client_that_trusts_its_wall_clock_works_without_a_lease_once_it_is_se
     skew = {"at": "10s", "actor": "c1", "action": "clock-skew", "by": "30s"}
     r = script([job("0s", work="100s", writes=1), skew], bugs=["trusts-client-clock"])
     assert r.violation is not None and r.violation.invariant == "single-executor", show(r)
+
+
+def test_each_pinned_kind_is_drawn_by_the_chance_the_registry_names_and_by_no_other():
+    """``FaultKind.chance`` is what dst.strategies reads to leave a kind out: it must be the key that draws it."""
+    from dst.faults import FAULTS
+    from dst.runner import run
+    from dst.scenario import parse_scenario
+
+    off = {"network": {"loss": 0.0, "duplicate": 0.0, "delay": 0.0}, "model": {"store_slow": 0.0}}
+    for kind in (kind for kind in FAULTS if kind.pinned):
+        section, key = kind.chance[0].split(".")
+        doc = {name: dict(values) for name, values in off.items()}
+        doc[section][key] = 0.3
+        if kind.chance[1]:
+            assert kind.chance[1].startswith(f"{section}.")  # its duration's range is a key of the same section
+        scenario = parse_scenario(doc, f"<only {kind.name}>")
+        assert {step.action for seed in range(1, 4) for step in run(scenario, seed).drawn} == {kind.action}, kind.name
+    quiet = parse_scenario(off, "<no draws>")
+    assert not any(run(quiet, seed).drawn for seed in range(1, 4))

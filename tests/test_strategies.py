@@ -16,7 +16,7 @@ from hypothesis.database import InMemoryExampleDatabase
 import dst
 from dst.cli import main
 from dst.explore.selftest import bug_of
-from dst.faults import SCHEDULED, fault_of
+from dst.faults import FAULTS, SCHEDULED, fault_of
 from dst.findings import REPRODUCES
 from dst.plan import is_client, make_step
 from dst.scenario import embedded_scenarios, parse_scenario, scenario_to_doc
@@ -94,11 +94,16 @@ def test_every_drawn_plan_is_valid_and_the_correct_model_passes_it(data, name):
     run, wl = scenario.run, scenario.workload
     clients = wl.clients + (scenario.runs.workers if scenario.runs.enabled else 0)
     enabled = {kind for kind, rate in scenario.faults.kinds() if rate.rate > 0}
+    enabled |= {kind.name for kind in FAULTS if kind.pinned and _chance(scenario, kind) > 0}
+    workload = {step.id: step for step in plan if fault_of(step) is None}
     for step in plan:
         assert 0 <= step.at < run.duration and step.at % run.granularity == 0
         assert not is_client(step.actor) or int(step.actor[1:]) <= clients
         kind = fault_of(step)
-        if kind is not None:
+        if kind is not None and kind.pinned:  # aimed at a message of a workload step of this plan, at its time
+            named = workload[int(step.arg("message").split(".")[0])]
+            assert kind.name in enabled and step.at == named.at
+        elif kind is not None:
             assert kind.name in enabled
         elif step.action == "acquire":
             assert wl.work[0] <= step.arg("work") <= wl.work[1] and wl.writes[0] <= step.arg("writes") <= wl.writes[1]
@@ -106,6 +111,42 @@ def test_every_drawn_plan_is_valid_and_the_correct_model_passes_it(data, name):
             assert scenario.runs.enabled and step.action in ("serve", "submit", "cancel")
     result = dst.run(scenario, seed=0, plan=plan)
     assert result.violation is None, (result.violation, plan)
+
+
+def _chance(scenario, kind):
+    section, key = kind.chance[0].split(".")
+    return getattr(getattr(scenario, section), key)
+
+
+def test_pinned_faults_are_drawn_for_the_kinds_a_scenario_gives_a_chance_and_strike_their_message():
+    doc = {"network": {"loss": 0.0, "duplicate": 0.01, "delay": 0.0}, "model": {"store_slow": 0.0}}
+    scenario = parse_scenario(doc, "<only duplicates>")
+    struck = 0
+
+    @settings(QUICK, max_examples=40)
+    @given(plan=plans(scenario))
+    def collect(plan):
+        nonlocal struck
+        pinned = [step for step in plan if (kind := fault_of(step)) is not None and kind.pinned]
+        assert {step.action for step in pinned} <= {"duplicate"}
+        result = dst.run(scenario, seed=0, plan=plan)
+        sent = {line.rsplit("(", 1)[-1].rstrip(")") for _, _, what, line in result.trace if what in ("send", "reply")}
+        for step in pinned:
+            if step.arg("message") in sent:  # a message the run did send: the network delivered it twice
+                assert any(what == "duplicated" and line.endswith(f" {step.arg('message')}")
+                           for _, _, what, line in result.trace), step
+                struck += 1
+
+    collect()
+    assert struck > 0
+    quiet = parse_scenario({**doc, "network": {"loss": 0.0, "duplicate": 0.0, "delay": 0.0}}, "<no message faults>")
+
+    @settings(QUICK, max_examples=20)
+    @given(plan=plans(quiet))
+    def none(plan):
+        assert not any(fault_of(step) is not None for step in plan)
+
+    none()
 
 
 def test_fault_steps_cover_every_scheduled_kind_of_the_registry_that_a_scenario_enables():
@@ -119,7 +160,7 @@ def test_fault_steps_cover_every_scheduled_kind_of_the_registry_that_a_scenario_
     def collect(plan):
         for step in plan:
             kind = fault_of(step)
-            if kind is not None:
+            if kind is not None and not kind.pinned:
                 drawn.add(kind.name)
                 if step.arg("moment") is not None:
                     aimed.add(kind.name)

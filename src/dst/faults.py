@@ -97,6 +97,9 @@ class FaultKind:
     duration: tuple[int, int] = (0, 0)  # its duration range when a scenario gives only a rate (ms)
     ends_on: tuple[str, ...] = ()  # the actor's trace events that end it (dst show draws it as a span until one)
     cuts_as: str = ""  # what the network's trace calls its doing to a message (a partition's "cut")
+    # Pinned kinds: the scenario's keys of the chance a message (or round trip) draws it with, and of the range
+    # its duration is drawn from. A chance of 0 means the scenario wants none: dst.strategies draws none then.
+    chance: tuple[str, str] = ("", "")
 
 
 FAULTS: tuple[FaultKind, ...] = (
@@ -130,14 +133,17 @@ FAULTS: tuple[FaultKind, ...] = (
     FaultKind("slow", "slow", "server", "by", _pin_slow,
               "the handler of `message` takes `by` longer over its `round_trip`-th store round trip",
               "with-a-slow-store-round-trip", 7, "yellow", pinned=True,
-              args=(("message", "key"), ("round_trip", "int")), drawn_as="slow"),
+              args=(("message", "key"), ("round_trip", "int")), drawn_as="slow",
+              chance=("model.store_slow", "model.store_slow_by")),
     FaultKind("duplicate", "duplicate", "net", None, _pin_message(2), "`message` is delivered twice",
               "with-a-duplicated-message", 8, "magenta", pinned=True, args=(("message", "key"),),
-              drawn_as="duplicated"),
+              drawn_as="duplicated", chance=("network.duplicate", "")),
     FaultKind("delay", "delay", "net", "by", _pin_message(1), "`message` takes `by` longer than its latency",
-              "with-a-delayed-message", 9, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed"),
+              "with-a-delayed-message", 9, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed",
+              chance=("network.delay", "network.delay_by")),
     FaultKind("lose", "lose", "net", None, _pin_message(0), "`message` is lost", "with-a-lost-message", 10,
-              "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost", merges_into="partition"),
+              "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost", merges_into="partition",
+              chance=("network.loss", "")),
 )
 SCHEDULED: tuple[FaultKind, ...] = tuple(kind for kind in FAULTS if not kind.pinned)
 

@@ -25,21 +25,25 @@ keyed by each step's id, so every step draws its id and keeps it while Hypothesi
 Fault steps come from the registry, :data:`dst.faults.FAULTS`: a step for each scheduled kind the
 scenario enables (a rate above zero), its duration in the scenario's range for that kind, its other
 arguments by their declared kind, aimed at a moment the model marks only where the scenario aims that
-kind (``targeted`` above zero). Pinned kinds (a lost, duplicated or delayed message, a slow store round
-trip) are not drawn: they name a message by its key, which only a run can tell.
+kind (``targeted`` above zero). A pinned kind (a lost, duplicated or delayed message, a slow store round
+trip) the scenario gives a chance (the key its registry entry names) is drawn aimed at a message of a job or
+run step of the same plan: its key is that step's id, a message kind the model sends (learned from runs of
+the scenario) and a count.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterable
 
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from .explore.generate import REBORN, workers
-from .faults import BY_NAME, SCHEDULED, FaultKind
+from .faults import BY_NAME, FAULTS, SCHEDULED, FaultKind, fault_of
 from .plan import Step, make_step, parse_duration, shorten, sort_steps, step_from_mapping
 from .scenario import FaultRate, Scenario, load_scenario, parse_scenario, scenario_to_doc
+from .sim.trace import BACKGROUND, keys_in, parse_key, step_key_parts
 
 __all__ = ["SETTINGS", "plans", "scenarios"]
 
@@ -74,20 +78,29 @@ def plans(scenario: Scenario, *, max_steps: int = MAX_STEPS) -> st.SearchStrateg
     ``[0, run.duration)``; the earliest ``max_steps`` are kept."""
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise ValueError(f"max_steps: expected an integer >= 1, got {shorten(max_steps)}")
-    drafts = _drafts(scenario)
+    workload = _workload(scenario)
+    drafts, pins = workload + _faults(scenario), _pins(scenario)
     if not drafts:
         return st.just(())
     duration, grain = scenario.run.duration, scenario.run.granularity
     times = _multiples(0, duration - 1, grain)
     # Each sort of step draws its ids apart from the others' (the k-th sort of n: k, k + n, k + 2n ...) and never
     # twice, so no id depends on another step: deleting a step leaves the others' ids, and their draws, alone.
-    sorts = [st.lists(st.tuples(_ids(k, len(drafts)), times, draft), max_size=max_steps,
-                      unique_by=lambda drafted: drafted[0])
+    sorts = len(drafts) + len(pins)
+    timed = [st.lists(st.tuples(_ids(k, sorts), times, draft), max_size=max_steps, unique_by=lambda drafted: drafted[0])
              for k, draft in enumerate(drafts, 1)]
-
     @st.composite
     def plan(draw: st.DrawFn) -> tuple[Step, ...]:  # drawn, not mapped: Hypothesis prints the steps themselves
-        return _plan([drafted for sort in sorts for drafted in draw(sort)], max_steps)
+        drawn = [draw(sort) for sort in timed]
+        drafted = [one for sort in drawn for one in sort]
+        # A pinned fault names a message by the workload step it was sent for: one of those drawn above.
+        named = sorted((step_id, at) for sort in drawn[:len(workload)] for step_id, at, _ in sort)
+        if named:
+            for k, pin in enumerate(pins, len(drafts) + 1):
+                drafted += draw(st.lists(st.tuples(_ids(k, sorts), pin(named)), max_size=max_steps,
+                                         unique_by=lambda pinned: pinned[0]).map(
+                    lambda pinned: [(step_id, at, draft) for step_id, (at, draft) in pinned]))
+        return _plan(drafted, max_steps)
 
     return plan()
 
@@ -149,8 +162,9 @@ def scenarios(base: Scenario | None = None, *, clients: tuple[int, int] = (1, 4)
 
 # --- drafts: a step of each sort, without its id and time ---------------------------------------------
 
-def _drafts(scenario: Scenario) -> list[st.SearchStrategy[Draft]]:
-    """A strategy per sort of step the scenario has: jobs, the runs part's steps, each fault kind it enables."""
+def _workload(scenario: Scenario) -> list[st.SearchStrategy[Draft]]:
+    """A strategy per sort of workload step the scenario has: jobs, and the runs part's steps. Their messages
+    are keyed by their step ids."""
     wl, runs, grain = scenario.workload, scenario.runs, scenario.run.granularity
     serving = workers(scenario)
     out: list[st.SearchStrategy[Draft]] = []
@@ -162,6 +176,14 @@ def _drafts(scenario: Scenario) -> list[st.SearchStrategy[Draft]]:
                 st.tuples(numbers, _multiples(*runs.work, grain)).map(
                     lambda drawn: ("user", "submit", {"run": drawn[0], "work": drawn[1]})),
                 numbers.map(lambda run: ("user", "cancel", {"run": run}))]
+    return out
+
+
+def _faults(scenario: Scenario) -> list[st.SearchStrategy[Draft]]:
+    """A strategy per scheduled fault kind the scenario enables (a rate above zero)."""
+    wl, grain = scenario.workload, scenario.run.granularity
+    serving = workers(scenario)
+    out: list[st.SearchStrategy[Draft]] = []
     model = scenario.model.resolve()
     moments = {"client": model.client_moments, "server": model.server_moments}
     for name, rate in scenario.faults.kinds():
@@ -210,6 +232,63 @@ def _fault(kind: FaultKind, rate: FaultRate, clients: int, serving: tuple[str, .
     return st.builds(draft, target, st.fixed_dictionaries(args))
 
 
+Pin = Callable[[list[tuple[int, int]]], st.SearchStrategy[tuple[int, Draft]]]  # named steps -> (at, draft)
+
+
+def _pins(scenario: Scenario) -> list[Pin]:
+    """A strategy maker per pinned fault kind the scenario gives a chance above zero: given the workload steps
+    drawn (id, time), it draws the kind's step aimed at a message one of them sends or is answered with."""
+    chosen = [kind for kind in FAULTS if kind.pinned and _setting(scenario, kind.chance[0]) > 0]
+    if not chosen:
+        return []
+    messages = _messages(scenario)
+    grain = scenario.run.granularity
+    out: list[Pin] = []
+    for kind in chosen:
+        aimed = messages if kind.target == "net" else tuple(m for m in messages if not m[1])  # a round trip: a request's
+        if not aimed:
+            continue
+        args: dict[str, st.SearchStrategy[Any]] = {name: _ARGUMENTS[of] for name, of in kind.args if of in _ARGUMENTS}
+        if kind.duration_arg:
+            low, high = _setting(scenario, kind.chance[1])
+            args[kind.duration_arg] = _multiples(low, high, grain)
+        out.append(functools.partial(_pin, kind, aimed, args))
+    return out
+
+
+def _pin(kind: FaultKind, messages: tuple[tuple[int, bool], ...], args: dict[str, st.SearchStrategy[Any]],
+         named: list[tuple[int, int]]) -> st.SearchStrategy[tuple[int, Draft]]:
+    """A ``kind`` step naming the ``n``-th message of one sort sent for a named step (or its response), at that
+    step's time: a pinned fault is in place from the start, so its time only places it in the plan."""
+    def draft(step: tuple[int, int], message: tuple[int, bool], n: int, values: dict[str, Any]) -> tuple[int, Draft]:
+        (step_id, at), (sort, response) = step, message
+        return at, (kind.target, kind.action, {"message": f"{step_id}.{sort}.{n}{'r' if response else ''}", **values})
+
+    return st.builds(draft, st.sampled_from(named), st.sampled_from(messages), st.integers(0, _FEW - 1),
+                     st.fixed_dictionaries(args))
+
+
+@functools.lru_cache(maxsize=64)  # a test that draws plans() per example learns a scenario's messages once
+def _messages(scenario: Scenario) -> tuple[tuple[int, bool], ...]:
+    """The sorts of message a workload step's program sends or is answered with, as (kind, response): only
+    the model knows them, so they are learned from runs of the scenario (seeds 0 to 2: a sort one of them
+    misses, such as a renewal, is not drawn)."""
+    from .runner import run
+
+    seen = set()
+    for event in (event for seed in range(3) for event in run(scenario, seed).raw_trace):
+        for key in keys_in(event[3]):
+            if not key & BACKGROUND:
+                _, sort, _, response = step_key_parts(key)
+                seen.add((sort, response))
+    return tuple(sorted(seen))
+
+
+def _setting(scenario: Scenario, dotted: str) -> Any:
+    """A scenario's value by its key as a file writes it: ``network.loss``."""
+    return functools.reduce(getattr, dotted.split("."), scenario)
+
+
 # --- values -----------------------------------------------------------------------------------------------
 
 def _ids(k: int, n: int) -> st.SearchStrategy[int]:
@@ -238,9 +317,16 @@ def _bounds(name: str, bounds: tuple[Any, Any], kind: Callable[[Any], Any]) -> s
 
 
 def _plan(drafted: list[tuple[int, int, Draft]], max_steps: int) -> tuple[Step, ...]:
-    """The drafts as steps in time order: the earliest ``max_steps``."""
+    """The drafts as steps in time order: the earliest ``max_steps``, less a pinned fault whose step is not kept."""
     steps = (_checked(make_step(step_id, at, actor, action, **args)) for step_id, at, (actor, action, args) in drafted)
-    return sort_steps(steps)[:max_steps]
+    kept = sort_steps(steps)[:max_steps]
+    ids = {step.id for step in kept}
+    return tuple(step for step in kept if not _pinned(step) or step_key_parts(parse_key(str(step.arg("message"))))[0] in ids)
+
+
+def _pinned(step: Step) -> bool:
+    kind = fault_of(step)
+    return kind is not None and kind.pinned
 
 
 def _checked(step: Step) -> Step:

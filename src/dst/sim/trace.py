@@ -11,7 +11,7 @@ argument is an int, a string or a frozen record whose ``repr`` names its fields,
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..sut import format_time
 
@@ -33,7 +33,23 @@ def key_name(key: int) -> str:
     base = key & ~RESPONSE
     if base & BACKGROUND:
         return f"bg{(base >> 56) & 0x3F}.{(base >> 24) & 0xFFFFFFFF}.{base & 0xFFFFFF}"
-    return f"{base >> 20}.{(base >> 12) & 0xFF}.{base & 0xFFF}{'r' if key & RESPONSE else ''}"
+    step, kind, n, response = step_key_parts(key)
+    return f"{step}.{kind}.{n}{'r' if response else ''}"
+
+
+def step_key_parts(key: int) -> tuple[int, int, int, bool]:
+    """A plan step's message key as (step id, message kind, n, whether it is the response)."""
+    base = key & ~RESPONSE
+    return base >> 20, (base >> 12) & 0xFF, base & 0xFFF, bool(key & RESPONSE)
+
+
+def keys_in(detail: Any) -> Iterator[int]:
+    """The message keys a raw detail names (the arguments of its template's ``#``)."""
+    if detail.__class__ is str:
+        return
+    for placeholder, arg in zip((ch for ch in detail[0] if ch in "@#$"), detail[1:]):
+        if placeholder == "#":
+            yield arg
 
 
 def parse_key(name: str) -> int:
