@@ -170,7 +170,8 @@ def test_pinned_network_faults_happen_whatever_the_draws_say():
 
 
 def test_the_faults_the_draws_made_pinned_as_steps_replay_the_same_run(default_scenario):
-    from dst.explore.shrink import pin_draws, scripted
+    from dst.explore.shrink import pin_draws
+    from dst.scenario import scripted
     from dst.runner import run
 
     for seed in range(1, 6):

@@ -254,7 +254,7 @@ def test_every_string_round_trips_through_a_finding_file(text):
 def test_a_finding_with_an_emoji_in_every_string_replays_and_is_written_once(tmp_path, shrunk):
     emoji = 'lease 😀 "quoted" \x7f'
     scenario = attrs.evolve(shrunk.scenario, name=f"name {emoji}", description=f"why {emoji}")
-    again = attrs.evolve(shrunk, scenario=scenario)
+    again = attrs.evolve(shrunk, scenario=scenario, result=attrs.evolve(shrunk.result, ran=scenario))
     origin = {"scenario": f"file {emoji}.toml", "seed": 3, "swarm": True}
     first, second = record(again, tmp_path, origin), record(again, tmp_path, origin)
     assert first.written and not second.written and first.path == second.path

@@ -34,13 +34,13 @@ from . import __version__
 from .explore.fuzz import (SEEDS_SHOWN, FuzzResult, Outcome, Shard, StopRequest, Tally, Terminated, campaign,
                           count_seeds, drive, ended, pick, seeds, tallied, worker_pool)
 from .explore.cluster import ClusterError, ClusterExecutor
+from .explore.reproduce import command as reproduce_command
 from .explore.swarm import swarm
 from .invariants.situations import catalogue
 from .findings import FindingError, FolderError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration, shorten
 from .runner import RunResult, check, run
-from .reproduce import command as reproduce_command
 from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario, one_line
 from .sim.trace import Event, first_difference, format_event
 

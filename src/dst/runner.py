@@ -15,25 +15,28 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import attrs
 
 from .causal import causal_slice
 from .explore.generate import generate_plan
-from .invariants import BY_ID, Ghost, Violation
+from .invariants import BY_ID, Ghost, Violation, shape
 from .invariants.situations import cases_met, catalogue
 from .models import ModelError, name_of
 from .faults import BY_NAME, befell, fault_of
 from .plan import Step, is_client, make_step
 from .plan import format_duration
-from .scenario import Scenario, ScenarioError, with_model
+from .scenario import Scenario, ScenarioError, scripted, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
 from .sim.trace import Event, digest, format_event, format_time, formatted, key_name
 from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
+
+if TYPE_CHECKING:
+    from .findings.files import Finding  # imported when a finding is made: the package's replay imports this module
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
@@ -169,7 +172,7 @@ class RunResult:
         to :func:`run`, or a scenario built or changed in code (:meth:`save` it, and ``dst replay`` the file)."""
         if self.ran is None or self.plan_given:
             return None
-        from .reproduce import reproduce
+        from .explore.reproduce import reproduce
 
         return reproduce(self.ran, self.seed)
 
@@ -197,12 +200,35 @@ class RunResult:
         """Write this run's violation as a finding file in ``folder`` (as it is: not minimized), which ``dst replay``
         and the pytest plugin replay; returns its path. A finding with the same signature already in ``folder``
         is kept, and its path returned. Raises ``ValueError`` for a run that violated nothing."""
+        from .findings.files import write
+
         if self.ran is None:
             raise ValueError("this result does not carry the scenario it ran, so it cannot be saved")
-        from .explore.record import save_finding  # above this module: it runs the plan again to record it
+        if self.violation is None:
+            how = "this plan" if self.plan_given else "its own plan"
+            raise ValueError(f"{self.scenario}: seed {self.seed} with {how} of {len(self.plan)} steps violates nothing "
+                             f"(its outcome: {self.outcome}), so there is no finding to save")
+        # The file reads as a script (generation settings zeroed) whenever that leaves the run as it was.
+        tidy = run(scripted(self.ran, self.plan), self.seed)
+        recorded = tidy if tidy.digest == self.digest else self
+        origin = {"scenario": self.ran.source, "seed": self.seed, "plan": "given" if self.plan_given else "generated"}
+        return write(recorded.finding(origin), Path(folder))[0]
 
-        return save_finding(self.ran, self.seed, self.plan if self.plan_given else None, folder)
+    def finding(self, origin: dict[str, Any], minimizer: dict[str, Any] | None = None) -> Finding:
+        """This run's violation as a finding: its scenario with the plan as its steps, and what identifies the
+        run (``origin``: where it came from; ``minimizer``: the figures of the shrinking that made it)."""
+        from .findings.files import Finding, fingerprints, signature, title
 
+        v, ran = self.violation, self.ran
+        if v is None or ran is None:
+            raise ValueError("only the result of a run that violated an invariant, as run() returned it, is a finding")
+        scenario = ran if ran.steps == self.plan else attrs.evolve(ran, steps=self.plan)
+        return Finding(
+            scenario=scenario, seed=self.seed, invariant=v.invariant, message=v.message, time=v.time,
+            signature=signature(scenario.model.impl, scenario.bugs, v.invariant, shape(v.message)), digest=self.digest,
+            fingerprints=fingerprints(self.raw_trace), title=title(v.invariant, v.message, scenario, self.raw_trace),
+            origin=origin, minimizer=minimizer or {},
+        )
 
 class _Order:
     """A plan step as its client program sees it: a step's missing job arguments take the workload's defaults."""

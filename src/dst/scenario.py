@@ -594,6 +594,16 @@ def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None
     return with_model(own, model)
 
 
+def scripted(scenario: Scenario, plan: tuple[Step, ...]) -> Scenario:
+    """The scenario as an exact script of ``plan``: generation settings that no longer matter are zeroed,
+    so the file reads as what it is."""
+    faults = attrs.evolve(scenario.faults, **{k: attrs.evolve(f, rate=0.0) for k, f in scenario.faults.kinds()})
+    clients = max([int(s.actor[1:]) for s in plan if s.actor.startswith("c")] + [1])
+    return attrs.evolve(scenario, steps=plan, faults=faults,
+                        workload=attrs.evolve(scenario.workload, clients=clients, jobs=0),
+                        runs=attrs.evolve(scenario.runs, submissions=0))
+
+
 def with_model(scenario: Scenario, model: str) -> Scenario:
     """The scenario run on another model: the options it sets apart from its model's defaults carry over
     (the new model must know them); the rest take the new model's defaults."""

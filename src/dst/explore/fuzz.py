@@ -26,11 +26,11 @@ import attrs
 from ..invariants import shape
 from ..invariants.situations import catalogue
 from ..models import name_of
-from ..reproduce import reproduce
 from ..runner import Cut, RunResult, run
 from ..scenario import Scenario, with_model
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
+from .reproduce import reproduce
 from .swarm import swarm as swarm_of
 
 _CHUNK = 8  # seeds per task handed to a worker: big enough to amortise the round trip, small enough to stop soon

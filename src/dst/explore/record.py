@@ -7,12 +7,11 @@ from typing import Any, Iterable
 
 import attrs
 
-from ..findings import Finding, fingerprints, signature, title, write
-from ..invariants import shape
+from ..findings import Finding, signature, write
 from ..plan import Step, sort_steps
-from ..runner import RunResult, run
+from ..runner import run
 from ..scenario import Scenario
-from .shrink import Shrunk, scripted, shrink
+from .shrink import Shrunk, shrink
 from .swarm import swarm
 
 
@@ -23,47 +22,17 @@ class Recorded:
     shrunk: Shrunk
 
 
-def finding_of(scenario: Scenario, seed: int, result: RunResult, origin: dict[str, Any],
-               minimizer: dict[str, Any]) -> Finding:
-    """The finding of ``result``, the violating run of ``scenario`` (its plan as steps) under ``seed``."""
-    v = result.violation
-    assert v is not None
-    return Finding(
-        scenario=scenario, seed=seed, invariant=v.invariant, message=v.message, time=v.time,
-        signature=signature(scenario.model.impl, scenario.bugs, v.invariant, shape(v.message)), digest=result.digest,
-        fingerprints=fingerprints(result.raw_trace), title=title(v.invariant, v.message, scenario, result.raw_trace),
-        origin=origin, minimizer=minimizer,
-    )
-
-
 def to_finding(shrunk: Shrunk, origin: dict[str, Any]) -> Finding:
-    return finding_of(shrunk.scenario, shrunk.seed, shrunk.result, origin,
-                      {"steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,
-                       "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value})
+    return shrunk.result.finding(origin, {"steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after,
+                                          "runs": shrunk.runs, "seconds": round(shrunk.seconds, 2),
+                                          "stop": shrunk.stop.value})
 
 
 def save_finding(scenario: Scenario, seed: int, plan: Iterable[Step] | None, folder: str | Path) -> Path:
     """Write the violation of ``plan`` (None: the seed's own plan) under ``scenario`` and ``seed`` as a finding
-    file in ``folder``, as it is (not minimized: a plan Hypothesis shrank already is); returns its path.
-
-    ``dst replay`` and the pytest plugin replay it like any finding. As ``dst fuzz`` does, a folder that already
-    holds a finding with the same signature keeps that one, whose path is returned. Raises ``ValueError`` (one
-    line) when the run violates nothing, and :class:`~dst.findings.FolderError` when ``folder`` cannot take it."""
-    given = scenario if plan is None else attrs.evolve(scenario, steps=sort_steps(plan))
-    result = run(given, seed)
-    v = result.violation
-    if v is None:
-        how = "its own plan" if plan is None else f"this plan of {len(result.plan)} steps"
-        raise ValueError(f"{scenario.name}: seed {seed} with {how} violates nothing (its outcome: {result.outcome}), "
-                         f"so there is no finding to save")
-    # The file reads as a script (generation settings zeroed) whenever that leaves the run as it was.
-    tidy = scripted(scenario, result.plan)
-    again = run(tidy, seed)
-    recorded, recorded_result = (tidy, again) if again.digest == result.digest else \
-        (attrs.evolve(scenario, steps=result.plan), result)
-    origin = {"scenario": scenario.source, "seed": seed, "plan": "given" if plan is not None else "generated"}
-    finding = finding_of(recorded, seed, recorded_result, origin, {})
-    return write(finding, Path(folder))[0]
+    file in ``folder``, as it is (not minimized: a plan Hypothesis shrank already is); returns its path:
+    ``run(scenario, seed, plan).save(folder)`` (see :meth:`RunResult.save <dst.RunResult.save>`)."""
+    return run(scenario, seed, None if plan is None else sort_steps(plan)).save(folder)
 
 
 def campaign_origin(scenario: Scenario, seed: int, use_swarm: bool, key: str) -> dict[str, Any]:

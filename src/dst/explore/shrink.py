@@ -40,7 +40,7 @@ from ..faults import BY_NAME, FAULTS, fault_of
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..sim.trace import parse_key
 from ..runner import RunResult, run
-from ..scenario import Scenario
+from ..scenario import Scenario, scripted
 
 
 class StopReason(enum.Enum):
@@ -276,16 +276,6 @@ def _stamped(scenario: Scenario, result: RunResult) -> Scenario:
         step if _timed(step) else attrs.evolve(step, at=when.get(_what(step), step.at)) for step in scenario.steps or ()))
 
 
-def scripted(scenario: Scenario, plan: tuple[Step, ...]) -> Scenario:
-    """The scenario as an exact script of ``plan``: generation settings that no longer matter are zeroed,
-    so the file reads as what it is."""
-    faults = attrs.evolve(scenario.faults, **{k: attrs.evolve(f, rate=0.0) for k, f in scenario.faults.kinds()})
-    clients = max([int(s.actor[1:]) for s in plan if s.actor.startswith("c")] + [1])
-    return attrs.evolve(scenario, steps=plan, faults=faults,
-                        workload=attrs.evolve(scenario.workload, clients=clients, jobs=0),
-                        runs=attrs.evolve(scenario.runs, submissions=0))
-
-
 def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, invariant: str | None = None, *,
            max_runs: int = 3000, seconds: float = 120.0, clock: Callable[[], float] = time.monotonic) -> Shrunk:
     """Minimize the run of ``plan`` (None: the seed's own plan) under ``scenario`` and ``seed``, which must
@@ -312,6 +302,7 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
     stop = shrinker.shrink()
     best = scripted(shrinker.best, shrinker.best.steps or ())  # fewer clients now: say so in the file
     final = run(best, seed)
-    best = _stamped(best, final)  # labels only: the run is the same
     assert final.digest == (shrinker.best_result or first).digest, "tidying the scenario changed the run"
+    best = _stamped(best, final)  # labels only: the run is the same, and its result says so
+    final = attrs.evolve(final, ran=best, plan=best.steps or ())
     return Shrunk(best, seed, final, len(plan), shrinker.runs + 3, clock() - began, stop)

@@ -6,8 +6,9 @@ from typing import Iterable
 
 import attrs
 
-from .models import ModelError
-from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
+from ..models import ModelError
+from ..scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
+from .swarm import swarm
 
 
 def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
@@ -41,8 +42,6 @@ def reproduce(scenario: Scenario, seed: int) -> str | None:
     """The ``dst run`` command that runs seed ``seed`` of ``scenario`` again (with ``--swarm`` when ``scenario``
     is the seed's swarm of the one loaded), or None when no command line can: a negative seed, a scenario
     built or changed in code, or one whose file has changed or gone since it was loaded."""
-    from .explore.swarm import swarm  # above this module
-
     if seed < 0:
         return None
     name = command_name(scenario)
