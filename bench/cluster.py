@@ -91,6 +91,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
+    measured = source()  # the commit as the run starts: the code it imported
 
     scenario = load_scenario()
     load_before = os.getloadavg()  # the machine is shared: what else ran is part of the figures
@@ -110,7 +111,7 @@ def main() -> None:
 
     first = f"pool {args.workers[0]}"
     report = {
-        "machine": machine(), "source": source(), "settings": vars(args) | {"out": str(args.out)},
+        "machine": machine(), "source": measured, "settings": vars(args) | {"out": str(args.out)},
         "seeds_per_second": {name: summary(r) for name, r in rates.items()},
         "cluster_over_pool": {n: paired_ratio(rates[f"cluster {n}"], rates[f"pool {n}"]) for n in args.workers},
         "speedup_over_one_worker": {name: paired_ratio(r, rates[first]) for name, r in rates.items()},

@@ -102,7 +102,7 @@ def main() -> None:
     bugs = resolve(DEFAULT_IMPL).bugs
     if args.quick:
         bugs, args.max_examples = bugs[:3], 100
-    began = time.perf_counter()
+    began, measured = time.perf_counter(), source()  # the commit as the run starts: the code it imported
     rows: dict[str, dict[str, Any]] = {}
     for bug in bugs:
         rows[bug.slug] = {"sketch_steps": bug.sketch_steps, "breaks": bug.breaks,
@@ -112,7 +112,7 @@ def main() -> None:
         print(f"{bug.slug}: dst {rows[bug.slug]['dst'].get('steps')} steps; hypothesis "
               f"{h.get('steps', 'not found')} steps, {h['runs']} runs", flush=True)
     explain = {bug.slug: hypothesis_shrink(bug, args.max_examples, explain=True) for bug in bugs[:2]}
-    report = {"machine": machine(), "source": source(), "max_examples": args.max_examples,
+    report = {"machine": machine(), "source": measured, "max_examples": args.max_examples,
               "max_seeds": args.max_seeds, "bugs": rows, "explain_phase_on": explain,
               "wall_seconds": time.perf_counter() - began}
     args.out.parent.mkdir(parents=True, exist_ok=True)
