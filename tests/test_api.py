@@ -154,3 +154,13 @@ def test_fuzz_and_dst_fuzz_write_each_signature_once_into_one_folder(buggy, tmp_
     result = dst.fuzz(buggy, range(1, 11))
     assert sorted(map(str, result.save(tmp_path, max_runs=300))) == sorted(f["path"] for f in written)
     assert len(list(tmp_path.glob("*.toml"))) == len(written) == len(result.signatures)
+
+
+def test_fuzz_runs_another_model_given_by_object_or_name_on_workers(buggy):
+    from dst.reference import model as reference
+
+    by_object = dst.fuzz(buggy, range(1, 17), workers=2, model=reference)
+    by_name = dst.fuzz(buggy, range(1, 17), model="dst.reference:model")
+    assert by_object.signatures == by_name.signatures and by_object.violations > 0
+    with pytest.raises(dst.ModelError):
+        dst.fuzz(buggy, range(1, 3), model="no_such_module:model")

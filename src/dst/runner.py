@@ -23,7 +23,7 @@ from .causal import causal_slice
 from .explore.generate import generate_plan
 from .invariants import BY_ID, Ghost, Violation, shape
 from .invariants.situations import cases_met, catalogue
-from .models import ModelError, name_of
+from .models import ModelError, name_of, resolve
 from .faults import BY_NAME, befell, fault_of
 from .plan import Step, is_client, make_step
 from .plan import format_duration
@@ -534,12 +534,22 @@ def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,
     """Run one seeded simulation of ``scenario`` (its script, ``plan``, or a plan generated from the seed).
 
     ``model`` runs another model than the scenario names: an importable name (``"package.module:model"``)
-    or the object bound to one (a finding records the name). A scenario whose keys contradict the model's
+    or the object bound to one (a finding records the name); one that cannot be found raises
+    :class:`~dst.models.ModelError`. A scenario whose keys contradict the model's
     bounds raises :class:`~dst.scenario.ScenarioError`. ``deadline`` (on ``clock``) stops the run where it
     is once passed, raising :class:`Cut`: it never changes what a finished run did."""
     if model is not None:
-        scenario = with_model(scenario, name_of(model))
+        scenario = on_model(scenario, model)
     return Simulation(scenario, seed, plan, deadline=deadline, clock=clock).run()
+
+
+def on_model(scenario: Scenario, model: str | Model[Any] | Callable[..., System]) -> Scenario:
+    """``scenario`` run on ``model`` (an importable name, or the object bound to one): a model that cannot
+    be found raises :class:`~dst.models.ModelError`, one whose options the scenario contradicts
+    :class:`~dst.scenario.ScenarioError`."""
+    name = name_of(model)
+    resolve(name)
+    return with_model(scenario, name)
 
 
 def check(scenario: Scenario) -> None:

@@ -25,9 +25,8 @@ import attrs
 
 from ..invariants import shape
 from ..invariants.situations import catalogue
-from ..models import name_of
-from ..runner import Cut, RunResult, run
-from ..scenario import Scenario, with_model
+from ..runner import Cut, RunResult, on_model, run
+from ..scenario import Scenario
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
 from .reproduce import reproduce
@@ -436,7 +435,7 @@ def fuzz(scenario: Scenario | Sequence[Scenario], seeds: Iterable[int] = range(1
     if workers < 1:
         raise ValueError(f"fuzz: workers must be at least 1, got {workers}")
     if model is not None:
-        scenarios = tuple(with_model(s, name_of(model)) for s in scenarios)
+        scenarios = tuple(on_model(s, model) for s in scenarios)
     started = time.monotonic()
     deadline = None if time_budget is None else started + time_budget
     tally = Tally()
