@@ -13,7 +13,8 @@ import pytest
 from dst.cli import main
 from dst.findings import read, replay
 from dst.runner import RunResult, run
-from dst.show import (GENERATOR, Source, embed_json, fault_marks, lease_bars, message_arrows, page_data,
+from dst.scenario import load_scenario
+from dst.show import (GENERATOR, Source, claim_bars, embed_json, fault_marks, lease_bars, message_arrows, page_data,
                       read_page_data, render_page)
 from dst.sim.trace import format_detail
 
@@ -22,6 +23,7 @@ from conftest import chromium_or_skip, scenario
 ROOT = Path(__file__).resolve().parents[1]
 PAUSE_FINDING = ROOT / "findings" / "009-two-leases-on-one-seat-after-a-pause.toml"
 DUPLICATE_FINDING = ROOT / "findings" / "003-release-frees-another-holders-slot-with-a-duplicated-message.toml"
+TWICE_FINDING = ROOT / "findings" / "018-run-executed-twice-during-a-partition.toml"
 
 
 def _replayed(path: Path) -> RunResult:
@@ -48,6 +50,28 @@ def test_each_lease_is_a_bar_in_its_holders_lane_from_its_grant():
     assert (l2.holder, l2.token) == ("c2", 2)
     assert l2.start == _time_of(result, "server", "reply", "granted L2 ")
     assert l2.end == result.virtual_time and l2.ended == "held when the run ended"
+
+
+def test_each_claim_on_a_run_is_a_bar_in_its_workers_lane_from_its_delivery():
+    result = _replayed(TWICE_FINDING)
+    first, second = claim_bars(result.raw_trace, result.virtual_time)
+    delivered = _time_of(result, "server", "reply", "delivered run 11 claim 1 to c2")
+    redelivered = _time_of(result, "server", "reply", "redelivered run 11 claim 2 to c1")
+    # c2's claim holds until the run is handed to c1 (the trace does not say when it lapsed before that).
+    assert (first.what, first.lease, first.holder, first.token) == ("claim", "run 11", "c2", 1)
+    assert first.spans == ((delivered, redelivered),) and first.ended == "the run was delivered again"
+    assert (second.holder, second.token, second.start) == ("c1", 2, redelivered)
+    assert second.end == result.virtual_time and second.ended == "held when the run ended"
+    # A claim acked ends at the ack's answer, and its answered heartbeats are marked on it.
+    runs = run(load_scenario("runs"), 3)
+    acked = [bar for bar in claim_bars(runs.raw_trace, runs.virtual_time) if bar.ended == "completed"]
+    assert acked and any(bar.renewals for bar in acked)
+    for bar in acked:
+        assert any(e[0] == bar.end and e[3].startswith(f"completed to {bar.holder} ")
+                   for e in runs.trace if e[1] == "server" and e[2] == "reply"), bar
+        assert all(bar.start < t <= bar.end for t in bar.renewals), bar
+    page = page_data(_replayed(TWICE_FINDING), Source("t", "c"))
+    assert [b["lease"] for b in page["leases"] if b["what"] == "claim"] == ["run 11", "run 11"]
 
 
 def test_a_pause_is_a_span_until_the_client_resumes():
@@ -210,6 +234,8 @@ def test_the_page_in_headless_chromium(tmp_path, capsys):
     sync_playwright, chromium = chromium_or_skip()
     page_file = tmp_path / "page.html"
     assert main(["show", str(DUPLICATE_FINDING), "-o", str(page_file)]) == 0
+    claims_file = tmp_path / "claims.html"
+    assert main(["show", str(TWICE_FINDING), "-o", str(claims_file)]) == 0
     hostile_file = tmp_path / "hostile.html"
     hostile = run(scenario({"name": HOSTILE}, steps=[{"at": "0s", "actor": "c1", "action": "acquire"}]), 1)
     hostile_file.write_text(render_page(page_data(hostile, Source(HOSTILE, "dst run --seed 1"))))
@@ -253,6 +279,15 @@ def test_the_page_in_headless_chromium(tmp_path, capsys):
             shot = tmp_path / "page.png"
             page.screenshot(path=str(shot))
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+            page.goto(claims_file.as_uri())  # a worker's claim on a run is a bar too
+            page.wait_for_function("window.dstShow !== undefined")
+            where = page.evaluate("dstShow.locate('lease', 'run 11')")
+            page.mouse.move(where["x"], where["y"])
+            page.wait_for_function("document.querySelector('[data-detail]').getAttribute('data-detail') === 'lease'")
+            detail = page.inner_text("[data-detail]")
+            assert "claim on run 11" in detail and "token 1" in detail and "held by c2" in detail
+            assert "the run was delivered again" in detail
 
             page.goto(hostile_file.as_uri())  # text from the run stays text
             page.wait_for_function("window.dstShow !== undefined")

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, NoReturn, Sequence, TextIO, cast
 
@@ -820,9 +821,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     console = _console()
     console.print(plain(("wrote ", "bold"), (str(path), "cyan")))
     v = result.violation
-    drawn = ", ".join(f"{len(data[key]):,} {word}{'' if len(data[key]) == 1 else 's'}"
-                      for key, word in (("events", "event"), ("leases", "lease"), ("faults", "fault"),
-                                        ("arrows", "message"))) + "; "
+    bars = Counter(bar["what"] for bar in data["leases"])
+    counts = [(len(data["events"]), "event"), (bars["lease"], "lease"), *([(bars["claim"], "claim")] if bars["claim"] else []),
+              (len(data["faults"]), "fault"), (len(data["arrows"]), "message")]
+    drawn = ", ".join(f"{n:,} {word}{'' if n == 1 else 's'}" for n, word in counts) + "; "
     said = f"{v.invariant} at t={format_time(v.time)}" if v is not None else result.outcome
     console.print(plain(drawn + said + (f" ({source.verdict})" if source.verdict else "")))
     return EXIT_OK

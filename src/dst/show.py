@@ -82,15 +82,16 @@ class LeaseBar:
     reaper removed a lease, nor that a restart lost one it kept in memory: such a lease ends at its expiry,
     when the authority stopped recognising it."""
 
-    lease: str  # "L3"
+    lease: str  # "L3"; a claim: "run 3"
     holder: str  # the client the grant went to
     token: int | None
     seat: int | None
     limit: str | None  # what the request that it answers asked for
     spans: tuple[tuple[int, int], ...]
-    ended: str  # "released", "evicted", "expired" or "held when the run ended"
-    renewals: tuple[int, ...]
+    ended: str  # "released", "evicted", "expired" or "held when the run ended"; a claim's: see claim_bars
+    renewals: tuple[int, ...]  # a claim's: its heartbeats the server answered
     events: tuple[int, ...]  # trace indexes: its grant, renewals and its end, if the trace says it
+    what: str = "lease"  # or "claim": a worker's claim on a run
 
     @property
     def start(self) -> int:
@@ -174,13 +175,57 @@ def _end(lease: _Lease, now: int, why: str, index: int) -> None:
     lease.events.append(index)
 
 
-def _bar(lease: _Lease, run_end: int) -> LeaseBar:
+def _bar(lease: _Lease, run_end: int, what: str = "lease") -> LeaseBar:
     spans = [(start, end) for start, end in lease.spans if start <= run_end]
     ended = lease.ended or "expired"
     if spans[-1][1] > run_end:
         spans[-1], ended = (spans[-1][0], run_end), _HELD_AT_END
-    return LeaseBar(f"L{lease.lease}", lease.holder, lease.token, lease.seat, lease.limit, tuple(spans), ended,
-                    tuple(lease.renewals), tuple(lease.events))
+    return LeaseBar(f"L{lease.lease}" if what == "lease" else f"run {lease.lease}", lease.holder, lease.token,
+                    lease.seat, lease.limit, tuple(spans), ended, tuple(lease.renewals), tuple(lease.events), what)
+
+
+# The runs part of the reference protocol, read the same way: a reply with ``run``, ``token`` and ``work``
+# (a delivery) hands its worker a claim on the run; a request naming the claim's ``run`` and ``token``
+# answered with ``cancel`` (a heartbeat's beat) keeps it; answered with ``what`` (an ack's "completed" or
+# "cancelled") ends it so; answered with a ``reason`` (refused) means it was lost. The trace does not say
+# when a claim lapsed: a claim the run was delivered again under ends at that delivery.
+
+def claim_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
+    """Every claim the server handed a worker, in delivery order, from its replies (see the note above)."""
+    requests: dict[int, Any] = {}  # request key -> the record the server received
+    current: dict[int, _Lease] = {}  # run -> its latest claim
+    claims: list[_Lease] = []
+    for i, event in enumerate(raw_trace):
+        if event[1] != "server":
+            continue
+        received = _detail_args(event, RECEIVED)
+        if received is not None:
+            requests[received[2]] = received[0]
+            continue
+        reply = _detail_args(event, SENT)
+        if reply is None:
+            continue
+        now, (response, worker, key) = event[0], reply
+        run, token = _field(response, "run"), _field(response, "token")
+        if run is not None and token is not None and _field(response, "work") is not None:
+            earlier = current.get(run)
+            if earlier is not None:
+                _end(earlier, now, "the run was delivered again", i)
+            current[run] = _Lease(run, worker, token, None, None, [[now, run_end + 1]], events=[i])
+            claims.append(current[run])
+            continue
+        request = requests.get(key & ~RESPONSE)
+        claim = current.get(_field(request, "run"))
+        if claim is None or claim.token != _field(request, "token") or claim.ended:
+            continue
+        if _field(response, "reason") is not None:
+            _end(claim, now, "lost (refused)", i)
+        elif _field(response, "what") is not None:
+            _end(claim, now, str(_field(response, "what")), i)
+        elif _field(response, "cancel") is not None:
+            claim.renewals.append(now)
+            claim.events.append(i)
+    return [_bar(claim, run_end, "claim") for claim in claims]
 
 
 # --- faults ---------------------------------------------------------------------------------------
@@ -400,8 +445,9 @@ def page_data(result: RunResult, source: Source, *, every_step: bool = False) ->
             style = style_of[(actor, kind)] = style_index[(shape, rich)]
         events.append([time, lane[actor], style, kind_index[kind], text, int(i in in_slice or not sliced)])
 
-    bars = lease_bars(result.raw_trace, result.virtual_time)
-    leases = [{"lease": bar.lease, "holder": bar.holder, "lane": lane[bar.holder], "row": row, "token": bar.token,
+    bars = sorted(lease_bars(result.raw_trace, result.virtual_time) + claim_bars(result.raw_trace, result.virtual_time),
+                  key=lambda bar: bar.start)  # rows are given in start order
+    leases = [{"what": bar.what, "lease": bar.lease, "holder": bar.holder, "lane": lane[bar.holder], "row": row, "token": bar.token,
                "seat": bar.seat, "limit": bar.limit, "spans": [list(s) for s in bar.spans], "ended": bar.ended,
                "renewals": list(bar.renewals), "events": list(bar.events),
                "slice": int(not sliced or any(i in in_slice for i in bar.events))}
