@@ -422,9 +422,9 @@ def fuzz(scenario: Scenario | Sequence[Scenario], seeds: Iterable[int] = range(1
          on_result: Callable[[Outcome], bool | None] | None = None) -> FuzzResult:
     """Run a campaign: each seed of ``seeds`` (in order) on ``scenario`` (given several, they take turns seed
     by seed), on ``workers`` processes; with ``swarm``, as ``dst fuzz`` without ``--no-swarm``, each seed
-    picks which of the scenario's faults are on and how often. It ends when
-    the seeds run out, when ``time_budget`` seconds have passed, or when ``on_result`` (called with each seed's
-    :class:`Outcome`, in seed order) returns True. The same seeds give the same result on any number of workers.
+    picks which of the scenario's faults are on and how often. It ends when the seeds run out, when
+    ``time_budget`` seconds have passed, or when ``on_result`` (called with each seed's :class:`Outcome`, in
+    seed order) returns True. The same seeds give the same result on any number of workers.
 
     ``seeds`` may be endless (``itertools.count(1)``) with a time budget or a callback to end it. ``model``
     runs another model than the scenarios name, as :func:`dst.run`'s does (with workers, by its importable
