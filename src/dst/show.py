@@ -21,7 +21,7 @@ import re
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -115,11 +115,10 @@ class _Lease:
     events: list[int] = attrs.Factory(list)
 
 
-def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
-    """Every lease the server granted, in grant order, from its replies (see the protocol note above)."""
+def _server_replies(raw_trace: Sequence[Event]) -> Iterator[tuple[int, int, Any, Any, str]]:
+    """Each reply the server sent: its trace index, time, the request it answers (None for one the trace
+    does not show received), the response, and the client it went to."""
     requests: dict[int, Any] = {}  # request key -> the record the server received
-    live: dict[int, _Lease] = {}  # lease id -> its latest grant
-    leases: list[_Lease] = []
     for i, event in enumerate(raw_trace):
         if event[1] != "server":
             continue
@@ -128,10 +127,16 @@ def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
             requests[received[2]] = received[0]
             continue
         reply = _detail_args(event, SENT)
-        if reply is None:
-            continue
-        now, (response, client, key) = event[0], reply
-        request = requests.get(key & ~RESPONSE)
+        if reply is not None:
+            response, client, key = reply
+            yield i, event[0], requests.get(key & ~RESPONSE), response, client
+
+
+def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
+    """Every lease the server granted, in grant order, from its replies (see the protocol note above)."""
+    live: dict[int, _Lease] = {}  # lease id -> its latest grant
+    leases: list[_Lease] = []
+    for i, now, request, response, client in _server_replies(raw_trace):
         lease_id, expiry = _field(response, "lease"), _field(response, "expiry")
         if lease_id is not None and expiry is not None and _field(response, "token") is not None:
             lease = _Lease(lease_id, client, _field(response, "token"), _field(response, "seat"),
@@ -192,20 +197,9 @@ def _bar(lease: _Lease, run_end: int, what: str = "lease") -> LeaseBar:
 
 def claim_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
     """Every claim the server handed a worker, in delivery order, from its replies (see the note above)."""
-    requests: dict[int, Any] = {}  # request key -> the record the server received
     current: dict[int, _Lease] = {}  # run -> its latest claim
     claims: list[_Lease] = []
-    for i, event in enumerate(raw_trace):
-        if event[1] != "server":
-            continue
-        received = _detail_args(event, RECEIVED)
-        if received is not None:
-            requests[received[2]] = received[0]
-            continue
-        reply = _detail_args(event, SENT)
-        if reply is None:
-            continue
-        now, (response, worker, key) = event[0], reply
+    for i, now, request, response, worker in _server_replies(raw_trace):
         run, token = _field(response, "run"), _field(response, "token")
         if run is not None and token is not None and _field(response, "work") is not None:
             earlier = current.get(run)
@@ -214,7 +208,6 @@ def claim_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
             current[run] = _Lease(run, worker, token, None, None, [[now, run_end + 1]], events=[i])
             claims.append(current[run])
             continue
-        request = requests.get(key & ~RESPONSE)
         claim = current.get(_field(request, "run"))
         if claim is None or claim.token != _field(request, "token") or claim.ended:
             continue
