@@ -152,3 +152,17 @@ def test_ctrl_c_stops_a_campaign_cleanly_and_prints_the_summary_so_far(tmp_path)
     report = json.loads(out)
     assert proc.returncode == 130 and report["interrupted"] and report["seeds_run"] > 0
     assert "Traceback" not in err
+
+
+def test_a_report_whose_scenario_file_changed_says_so_where_the_command_goes_and_still_merges(tmp_path, capsys,
+                                                                                              monkeypatch):
+    monkeypatch.setattr("dst.explore.fuzz.reproduce", lambda scenario, seed: None)  # as if the file had changed
+    report = tmp_path / "report.json"
+    assert main(["fuzz", "--scenario", "double-release", "--seeds", "1:9", "--workers", "1", "--no-findings",
+                 "--json"]) == 1
+    report.write_text(capsys.readouterr().out)
+    said = [s["reproduce"] for s in json.loads(report.read_text())["signatures"]]
+    assert said and all(r.startswith("none: the scenario file changed") for r in said)
+    assert main(["merge", str(report), "--json"]) == 1  # a report like this still merges
+    assert main(["fuzz", "--scenario", "double-release", "--seeds", "1:9", "--workers", "1", "--no-findings"]) == 1
+    assert "none: the scenario file changed" in capsys.readouterr().out

@@ -583,6 +583,10 @@ def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
     return True
 
 
+# What a report says in place of a command when none runs the seed again (its scenario file changed meanwhile).
+_NO_COMMAND = "none: the scenario file changed since the campaign loaded it"
+
+
 def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], result: FuzzResult, interrupted: bool,
                  first: int, stop: int | None) -> dict[str, Any]:
     return {
@@ -609,7 +613,7 @@ def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], resu
                 "first_seed": g.first.seed,
                 "message": g.first.message,
                 "time_ms": g.first.time,
-                "reproduce": g.reproduce,
+                "reproduce": g.reproduce or _NO_COMMAND,
             }
             for g in result.signatures
         ],
@@ -620,7 +624,7 @@ def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], resu
                 "seeds": list(g.seeds[:SEEDS_SHOWN]),
                 "first_seed": g.first.seed,
                 "why": g.first.unjudged[1] if g.first.unjudged else "",
-                "reproduce": g.reproduce,
+                "reproduce": g.reproduce or _NO_COMMAND,
             }
             for g in result.unjudged
         ],
