@@ -169,3 +169,9 @@ def fault_of(step: Any) -> FaultKind | None:
     """The kind of fault a plan step is (None: it is not a fault)."""
     actor = step.actor
     return _BY_STEP.get((step.action, actor if actor == "server" or actor == "net" else "client"))
+
+
+def is_pinned(step: Any) -> bool:
+    """The step is a pinned fault: it names a message, and its time is only a label."""
+    kind = fault_of(step)
+    return kind is not None and kind.pinned

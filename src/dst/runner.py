@@ -24,7 +24,7 @@ from .explore.generate import generate_plan
 from .invariants import BY_ID, Ghost, Violation, shape
 from .invariants.situations import cases_met, catalogue
 from .models import ModelError, name_of, resolve
-from .faults import BY_NAME, befell, fault_of
+from .faults import BY_NAME, befell, fault_of, is_pinned
 from .plan import Step, is_client, make_step
 from .plan import format_duration
 from .scenario import Scenario, ScenarioError, scripted, with_model
@@ -72,10 +72,8 @@ _CHECK_WALL_EVERY = 20_000  # events between looks at the wall clock, when a run
 
 @attrs.frozen(slots=False)  # not slotted: ``trace`` is a cached property
 class RunResult:
-    scenario: str
-    model: str  # the importable name of the model that ran
+    ran: Scenario = attrs.field(repr=False)  # the scenario as it ran: its name, model and bugs
     seed: int
-    bugs: tuple[str, ...]
     plan: tuple[Step, ...]
     virtual_time: int
     events: int
@@ -90,9 +88,21 @@ class RunResult:
     unjudged: Unjudged | None = None
     situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
     cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for
-    # What ran, so that the result can say how to run it again and write itself as a finding.
-    ran: Scenario | None = attrs.field(default=None, repr=False, eq=False)
     plan_given: bool = attrs.field(default=False, repr=False, eq=False)  # ``plan`` was passed to run()
+
+    @property
+    def scenario(self) -> str:
+        """The scenario's name."""
+        return self.ran.name
+
+    @property
+    def model(self) -> str:
+        """The importable name of the model that ran."""
+        return self.ran.model.impl
+
+    @property
+    def bugs(self) -> tuple[str, ...]:
+        return self.ran.bugs
 
     @property
     def fired(self) -> dict[str, int]:
@@ -170,7 +180,7 @@ class RunResult:
     def reproduce(self) -> str | None:
         """The ``dst run`` command that runs this seed again, or None when no command line can: a plan passed
         to :func:`run`, or a scenario built or changed in code (:meth:`save` it, and ``dst replay`` the file)."""
-        if self.ran is None or self.plan_given:
+        if self.plan_given:
             return None
         from .explore.reproduce import reproduce
 
@@ -202,8 +212,6 @@ class RunResult:
         is kept, and its path returned. Raises ``ValueError`` for a run that violated nothing."""
         from .findings.files import write
 
-        if self.ran is None:
-            raise ValueError("this result does not carry the scenario it ran, so it cannot be saved")
         if self.violation is None:
             how = "this plan" if self.plan_given else "its own plan"
             raise ValueError(f"{self.scenario}: seed {self.seed} with {how} of {len(self.plan)} steps violates nothing "
@@ -220,8 +228,8 @@ class RunResult:
         from .findings.files import Finding, fingerprints, signature, title
 
         v, ran = self.violation, self.ran
-        if v is None or ran is None:
-            raise ValueError("only the result of a run that violated an invariant, as run() returned it, is a finding")
+        if v is None:
+            raise ValueError("only the result of a run that violated an invariant is a finding")
         scenario = ran if ran.steps == self.plan else attrs.evolve(ran, steps=self.plan)
         return Finding(
             scenario=scenario, seed=self.seed, invariant=v.invariant, message=v.message, time=v.time,
@@ -286,7 +294,7 @@ class Simulation:
         self.kernel = kernel = Kernel(self._checkpoint, budget if deadline is None else min(budget, _CHECK_WALL_EVERY))
         self.trace: list[Event] = []
         # The timed steps; pinned faults name a message, not a moment, and are in place from the start.
-        self.timed = tuple(s for s in self.plan if not ((f := fault_of(s)) is not None and f.pinned))
+        self.timed = tuple(s for s in self.plan if not is_pinned(s))
         self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.timed])
         has_runs = runs.enabled or any(s.action in _RUN_ACTIONS or s.arg("then") in _RUN_ACTIONS for s in self.plan)
 
@@ -481,12 +489,12 @@ class Simulation:
         checks = self.ghost.checks
         reached = self.ghost.situations_reached()
         result = RunResult(
-            scenario=scenario.name, model=scenario.model.impl, seed=self.seed, bugs=scenario.bugs, plan=self.plan, virtual_time=kernel.now,
+            ran=scenario, seed=self.seed, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
             checks=checks, jobs=dict(jobs), violation=violation, befell=(self.network.drawn, self.server.drawn),
             unjudged=unjudged, situations=reached,
             cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants),
-            ran=scenario, plan_given=self.plan_given,
+            plan_given=self.plan_given,
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).

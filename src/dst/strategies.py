@@ -40,10 +40,10 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from .explore.generate import REBORN, workers
-from .faults import BY_NAME, FAULTS, SCHEDULED, FaultKind, fault_of
+from .faults import BY_NAME, FAULTS, SCHEDULED, FaultKind, is_pinned
 from .plan import Step, make_step, parse_duration, shorten, sort_steps, step_from_mapping
 from .scenario import FaultRate, Scenario, load_scenario, parse_scenario, scenario_to_doc
-from .sim.trace import BACKGROUND, keys_in, parse_key, step_key_parts
+from .sim.trace import BACKGROUND, RESPONSE, key_name, keys_in, message_key, parse_key, step_key_parts
 
 __all__ = ["SETTINGS", "plans", "scenarios"]
 
@@ -89,6 +89,7 @@ def plans(scenario: Scenario, *, max_steps: int = MAX_STEPS) -> st.SearchStrateg
     sorts = len(drafts) + len(pins)
     timed = [st.lists(st.tuples(_ids(k, sorts), times, draft), max_size=max_steps, unique_by=lambda drafted: drafted[0])
              for k, draft in enumerate(drafts, 1)]
+
     @st.composite
     def plan(draw: st.DrawFn) -> tuple[Step, ...]:  # drawn, not mapped: Hypothesis prints the steps themselves
         drawn = [draw(sort) for sort in timed]
@@ -262,7 +263,8 @@ def _pin(kind: FaultKind, messages: tuple[tuple[int, bool], ...], args: dict[str
     step's time: a pinned fault is in place from the start, so its time only places it in the plan."""
     def draft(step: tuple[int, int], message: tuple[int, bool], n: int, values: dict[str, Any]) -> tuple[int, Draft]:
         (step_id, at), (sort, response) = step, message
-        return at, (kind.target, kind.action, {"message": f"{step_id}.{sort}.{n}{'r' if response else ''}", **values})
+        key = message_key(step_id, sort, n) | (RESPONSE if response else 0)
+        return at, (kind.target, kind.action, {"message": key_name(key), **values})
 
     return st.builds(draft, st.sampled_from(named), st.sampled_from(messages), st.integers(0, _FEW - 1),
                      st.fixed_dictionaries(args))
@@ -321,12 +323,7 @@ def _plan(drafted: list[tuple[int, int, Draft]], max_steps: int) -> tuple[Step, 
     steps = (_checked(make_step(step_id, at, actor, action, **args)) for step_id, at, (actor, action, args) in drafted)
     kept = sort_steps(steps)[:max_steps]
     ids = {step.id for step in kept}
-    return tuple(step for step in kept if not _pinned(step) or step_key_parts(parse_key(str(step.arg("message"))))[0] in ids)
-
-
-def _pinned(step: Step) -> bool:
-    kind = fault_of(step)
-    return kind is not None and kind.pinned
+    return tuple(step for step in kept if not is_pinned(step) or step_key_parts(parse_key(str(step.arg("message"))))[0] in ids)
 
 
 def _checked(step: Step) -> Step:

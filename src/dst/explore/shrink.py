@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Iterator, cast
 
 import attrs
 
-from ..faults import BY_NAME, FAULTS, fault_of
+from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..sim.trace import parse_key
 from ..runner import RunResult, run
@@ -74,15 +74,10 @@ def _durations(step: Step) -> int:
     return sum(v for k, v in step.args if kinds.get(k) == "duration")  # type: ignore[misc]
 
 
-def _timed(step: Step) -> bool:
-    kind = fault_of(step)
-    return kind is None or not kind.pinned  # a pinned fault names a message; its time is only a label
-
-
 def size(s: Scenario) -> tuple:
     """The fixed order candidates must go down in."""
     steps = s.steps or ()
-    timed = [st for st in steps if _timed(st)]
+    timed = [st for st in steps if not is_pinned(st)]
     clients = {st.actor for st in steps if st.actor.startswith("c")}
     net = s.network
     noise = (net.loss > 0) + (net.duplicate > 0) + (net.delay > 0) + (net.latency[0] != net.latency[1]) \
@@ -151,7 +146,7 @@ class Shrinker:
         index = 0
         while index < len(self.best.steps or ()):
             plan = self.best.steps or ()
-            if not _timed(plan[index]):
+            if is_pinned(plan[index]):
                 index += 1
                 continue
             gap = plan[index].at - (plan[index - 1].at if index else 0)
@@ -273,7 +268,7 @@ def _stamped(scenario: Scenario, result: RunResult) -> Scenario:
     for step in result.drawn:
         when.setdefault(_what(step), step.at)
     return attrs.evolve(scenario, steps=sort_steps(
-        step if _timed(step) else attrs.evolve(step, at=when.get(_what(step), step.at)) for step in scenario.steps or ()))
+        step if not is_pinned(step) else attrs.evolve(step, at=when.get(_what(step), step.at)) for step in scenario.steps or ()))
 
 
 def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, invariant: str | None = None, *,

@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
-from .network import Network, message_key
+from .network import Network
 from .rng import Keyed
-from .trace import BACKGROUND, RESPONSE, format_time
+from .trace import BACKGROUND, RESPONSE, format_time, message_key
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of

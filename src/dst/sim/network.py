@@ -16,15 +16,6 @@ from .kernel import Kernel
 from .rng import Keyed
 from .trace import format_time
 
-_N_BITS = 20
-
-
-def message_key(step_id: int, kind: int, n: int) -> int:
-    """The key of the ``n``-th message of one kind (a request type's number) sent for plan step
-    ``step_id``. Counting per kind keeps a release's key, and so its draws, the same however many
-    acquire attempts came before it."""
-    return (step_id << _N_BITS) | (kind << 12) | n
-
 
 Message = tuple[str, str, int, object]
 

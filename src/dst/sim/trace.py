@@ -37,6 +37,13 @@ def key_name(key: int) -> str:
     return f"{step}.{kind}.{n}{'r' if response else ''}"
 
 
+def message_key(step_id: int, kind: int, n: int) -> int:
+    """The key of the ``n``-th message of one kind (a request type's number) sent for plan step
+    ``step_id`` (its response's key adds ``RESPONSE``). Counting per kind keeps a release's key, and so
+    its draws, the same however many acquire attempts came before it."""
+    return (step_id << 20) | (kind << 12) | n
+
+
 def step_key_parts(key: int) -> tuple[int, int, int, bool]:
     """A plan step's message key as (step id, message kind, n, whether it is the response)."""
     base = key & ~RESPONSE
@@ -59,7 +66,7 @@ def parse_key(name: str) -> int:
         return BACKGROUND | (tag << 56) | (tick << 24) | index
     response = name.endswith("r")
     step, kind, n = (int(part) for part in name.rstrip("r").split("."))
-    return (step << 20) | (kind << 12) | n | (RESPONSE if response else 0)
+    return message_key(step, kind, n) | (RESPONSE if response else 0)
 
 
 def format_detail(detail: Any) -> str:
