@@ -255,3 +255,31 @@ def test_plan_generation_takes_runs_that_tie_on_time_and_work() -> None:
 def test_scenario_errors_from_bounds_are_scenario_errors_for_the_library_too() -> None:
     with pytest.raises(ScenarioError, match="run.quiet"):
         run(parse_scenario({"run": {"quiet": "1s"}}, "<lib>"), 1)
+
+
+SUBMITTED_IN_A_LONG_PAUSE = [
+    # The run is handed to a read the worker had given up on; the worker stops on an older answer.
+    ("pct", "100ms", [{"at": "7s", "actor": "server", "action": "pause", "for": "1s"},
+                      {"at": "8579ms", "actor": "server", "action": "pause", "for": "22486ms"},
+                      {"at": "8579ms", "actor": "user", "action": "submit", "run": 1, "work": "0s"}]),
+    # The submission is handled in the instant the worker's last read was answered, after that answer.
+    ("pct", "1s", [{"at": "8975ms", "actor": "server", "action": "pause", "for": "22486ms"},
+                   {"at": "8975ms", "actor": "user", "action": "submit", "run": 1, "work": "0s"}]),
+]
+
+
+@pytest.mark.parametrize("scheduler, timeout, steps", SUBMITTED_IN_A_LONG_PAUSE)
+def test_a_run_no_worker_could_learn_of_before_it_stopped_is_not_owed(scheduler, timeout, steps) -> None:
+    # Found by the property test above. The server is paused while a run is submitted and the worker's reads
+    # wait or time out; on resume it answers them all at once. The worker stops on an answer of "0 unfinished"
+    # given before the run reached it, and is gone before anyone could hand the run to it.
+    result = script([{"at": "0s", "actor": "c1", "action": "serve"}, *steps],
+                    run={"duration": "30801ms", "quiet": "76500ms", "drain_limit": "600s", "granularity": "1ms",
+                         "scheduler": scheduler},
+                    model={"store_latency": ["0s", "0s"], "redelivery_timeout": "5s", "cancelling_timeout": "5s",
+                           "sweep_interval": "100ms", "ttl": "3s", "reaper_interval": "100ms",
+                           "heartbeat_interval": "700ms", "poll_interval": "100ms"},
+                    workload={"clients": 1, "request_timeout": timeout, "retries": 0},
+                    network={"latency": ["0s", "0s"]}, runs={"workers": 1})
+    assert any(kind == "job-end" and detail.endswith("drained") for _, _, kind, detail in result.trace)
+    assert result.violation is None, result.violation

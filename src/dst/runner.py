@@ -430,9 +430,10 @@ class Simulation:
         return busy + ([] if self.server.idle else ["the server"])
 
     def _served_until(self) -> int | None:
-        """The last moment a worker served the runs stream: now while one still does; when the last serve job
-        ended (or its client died) after they all stopped; -1 when no worker is left alive to serve; None
-        when one is paused (it may owe a run it could not get to: not judged)."""
+        """The last moment a worker served the runs stream: now while one still does; after they all stopped, just
+        before the last time the server answered one before its serve job ended (or its client died); -1 when
+        no worker is left alive to serve; None when one is paused (it may owe a run it could not get to: not
+        judged)."""
         workers = [self.clients[c] for c in sorted({s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))})]
         if not any(w.alive for w in workers):
             return -1
@@ -440,7 +441,18 @@ class Simulation:
             return None
         if any(not w.idle for w in workers):
             return self.kernel.now
-        return max(w.last_active for w in workers)
+        # A worker that stopped acted on what the server last told it: it served the stream only until that
+        # answer, and not in its instant (what came before the answer in that instant, the answer counted, and
+        # a worker told of a run would not have stopped).
+        stopped = {w.name: w.last_active for w in workers}
+        told: dict[str, int] = {}
+        for time, actor, kind, detail in reversed(self.trace):  # once per run, when every worker has stopped
+            if kind == "reply" and actor == SERVER and detail[2] in stopped and detail[2] not in told \
+                    and time <= stopped[detail[2]]:
+                told[detail[2]] = time
+                if len(told) == len(stopped):
+                    break
+        return max(told[name] - 1 if name in told else last for name, last in stopped.items())
 
     def _run(self) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
