@@ -21,7 +21,8 @@ def _files_naming(pattern: str) -> set[str]:
 def test_a_fault_kind_is_named_only_by_its_record_and_the_hosts_that_carry_it_out():
     for kind in FAULTS:
         for word in {kind.name, kind.action}:
-            assert _files_naming(rf"[\"']{word}[\"']") <= {"faults.py", "sim/hosts.py", "sim/network.py"}, word
+            assert _files_naming(rf"[\"']{word}[\"']") <= {"faults.py", "sim/hosts.py", "sim/network.py",
+                                                             "sim/store.py", "aio/host.py"}, word
 
 
 def test_an_invariant_id_is_named_only_by_its_unit_the_bugs_that_break_it_and_the_cases_that_test_it():

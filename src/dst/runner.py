@@ -32,6 +32,7 @@ from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from .sim.kernel import Kernel
 from .sim.network import Network
 from .sim.rng import Streams
+from .sim.store import RoundTrips
 from .sim.trace import Event, digest, format_event, format_time, formatted, key_name
 from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
 
@@ -342,9 +343,10 @@ class Simulation:
                                          loss=scenario.network.loss, duplicate=scenario.network.duplicate,
                                          delay=scenario.network.delay, delay_by=scenario.network.delay_by,
                                          trace=self.trace, server=SERVER)
-        self.server = ServerHost(kernel, system.service, network, self.trace, ghost, streams.keyed("scheduling"),
-                                 store_latency=scenario.model.store_latency, scheduler=scenario.run.scheduler,
-                                 slow=scenario.model.store_slow, slow_by=scenario.model.store_slow_by)
+        trips = RoundTrips(kernel, streams.keyed("scheduling"), self.trace, latency=scenario.model.store_latency,
+                           scheduler=scenario.run.scheduler, slow=scenario.model.store_slow,
+                           slow_by=scenario.model.store_slow_by)
+        self.server = ServerHost(kernel, system.service, network, self.trace, ghost, trips)
         network.attach(SERVER, self.server.receive)
         if system.resource is not None:
             network.attach(RESOURCE, ResourceHost(kernel, system.resource, network, self.trace, ghost).receive)

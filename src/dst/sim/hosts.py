@@ -23,7 +23,7 @@ from typing import Any, Callable
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network
-from .rng import Keyed
+from .store import RoundTrips
 from .trace import BACKGROUND, RESPONSE, format_time, message_key
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
@@ -266,57 +266,39 @@ class ClientHost:
             self.ghost.work_stopped(self.name, lease)
 
 
-_RANKS = 1 << 20
-_SLOW = 1 << 40  # salts the draw that decides whether a store round trip is slow
-
-
 class ServerHost:
-    """Runs handlers with store latency; restarts and pauses; the background loops.
+    """Runs handlers with store latency (:class:`~dst.sim.store.RoundTrips`: the draws, slow round trips and the
+    two schedulers); restarts and pauses; the background loops. A pause freezes the process: nothing of it runs
+    until it resumes, requests wait, and it goes on with its memory intact."""
 
-    A store round trip is slow with probability ``slow`` (drawn per round trip, keyed by the
-    handler and the round trip's number), by a drawn extra latency: a lock wait, a checkpoint.
-    ``pinned`` makes given round trips slow by given amounts whatever the draws say: how a
-    finding states the slow round trips it needs. A pause freezes the process: nothing of it
-    runs until it resumes, requests wait, and it goes on with its memory intact.
+    __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "trips", "epoch", "up",
+                 "ticks", "boots", "serving", "paused_until", "targets", "frozen")
 
-    Two schedulers decide which ready handler step goes next. ``uniform``: every store round
-    trip draws its latency and its rank among same-instant steps. ``pct`` (in the style of
-    probabilistic concurrency testing): each handler draws one priority that sets the latency
-    and rank of all its steps, so a high-priority request runs ahead of the others, until a
-    change point (its 1st to 4th step, drawn too) where its priority drops to the bottom.
-    """
-
-    __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "rng", "lo", "span", "epoch", "up",
-                 "pct", "ticks", "boots", "serving", "paused_until", "_slow_below", "_slow_lo", "_slow_span", "pinned",
-                 "drawn", "targets", "_slowing", "frozen")
-
-    def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, rng: Keyed,
-                 *, store_latency: tuple[int, int], scheduler: str = "uniform", slow: float = 0.0,
-                 slow_by: tuple[int, int] = (0, 0)) -> None:
+    def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, trips: RoundTrips) -> None:
         self.kernel = kernel
         self.service = service
         self.routes = dict(service.handlers())  # request type -> handler: one lookup per request
         self.network = network
         self.trace = trace
         self.ghost = ghost
-        self.rng = rng
-        self.lo, self.span = store_latency[0], store_latency[1] - store_latency[0] + 1
+        self.trips = trips
         self.epoch = 0
         self.up = False
-        self.pct = scheduler == "pct"
         self.ticks: dict[str, int] = {}  # loop -> ticks so far, over every process: a tick's handlers' key space
         self.boots = 0
         self.serving = 0  # requests this process is handling right now
         self.paused_until = -1
-        self._slow_below = int(slow * (1 << 16))
-        self._slow_lo, self._slow_span = slow_by[0], slow_by[1] - slow_by[0] + 1
-        self.pinned: dict[tuple[int, int], int] = {}  # (handler key, round trip) -> its extra latency
-        self._slowing = self._slow_below > 0  # can any round trip be slow: one test per round trip when not
-        self.drawn: list[tuple[int, int, int, int]] = []  # (time, handler key, round trip, ms): every slow round trip
         self.targets = Targets()
         # Handlers a pause froze in the middle of a step (at a moment): they finish it first when the process
         # resumes, before any other handler's step, as a transaction a process pause holds open would.
         self.frozen: list[list] = []
+
+    @property
+    def drawn(self) -> list[tuple[int, int, int, int]]:
+        return self.trips.drawn
+
+    def pin_slow(self, key: int, n: int, ms: int) -> None:
+        self.trips.pin_slow(key, n, ms)
 
     def boot(self) -> None:
         self.up = True
@@ -431,33 +413,8 @@ class ServerHost:
             self.kernel.after(command[1], self._step, task)
             return
         task[2] += 1
-        extra = self._slow(task[1], task[2]) if self._slowing else 0
-        if self.pct:
-            p = self.rng.bits(task[1], _RANKS)  # the handler's priority: the same draw for all its steps
-            rank = p >> 44 if task[2] <= 1 + (p & 3) else _RANKS - 1
-            self.kernel.after_ranked(self.lo + (rank * self.span >> 20) + extra, rank, self._step, task)
-            return
-        # One draw decides both the round trip's latency and, among steps due at the same instant, the order.
-        r = self.rng.bits(task[1], task[2])
-        self.kernel.after_ranked(self.lo + r % self.span + extra, r >> 44, self._step, task)
-
-    def pin_slow(self, key: int, n: int, ms: int) -> None:
-        """The handler of ``key`` takes ``ms`` longer over its ``n``-th store round trip, whatever the draws say."""
-        self.pinned[(key, n)] = ms
-        self._slowing = True
-
-    def _slow(self, key: int, n: int) -> int:
-        """The extra latency of a handler's ``n``-th store round trip (0: none), and its trace event."""
-        extra = self.pinned.get((key, n), 0)
-        if not extra and self._slow_below:
-            r = self.rng.bits(key, n | _SLOW)
-            if (r >> 48) < self._slow_below:
-                extra = self._slow_lo + r % self._slow_span
-        if extra:
-            self.drawn.append((self.kernel.now, key, n, extra))
-            self.trace.append((self.kernel.now, "server", "slow", ("# round trip $ slower by $", key, n,
-                                                                   format_time(extra))))
-        return extra
+        ms, rank = self.trips.delay(task[1], task[2])
+        self.kernel.after_ranked(ms, rank, self._step, task)
 
     def _tick(self, arg: tuple[int, str, int, int]) -> None:
         epoch, loop, interval, tag = arg

@@ -1,0 +1,70 @@
+"""Store round trips: how long each one takes, and which same-instant step goes first.
+
+One owner for the draws both server hosts make (the coroutine seam's and the asyncio mode's): a round
+trip's latency is a keyed draw (the handler's key and the round trip's number), so deleting another
+plan step leaves it as it was. It is slow with probability ``slow`` by a drawn extra latency (a lock
+wait, a checkpoint), or by a pinned amount: how a finding states the slow round trips it needs.
+
+Two schedulers decide which ready step goes next. ``uniform``: every round trip draws its latency and
+its rank among same-instant steps. ``pct`` (in the style of probabilistic concurrency testing): each
+handler draws one priority that sets the latency and rank of all its steps, so a high-priority request
+runs ahead of the others until a change point (its 1st to 4th step, drawn too) where its priority drops
+to the bottom.
+"""
+
+from __future__ import annotations
+
+from .kernel import Kernel
+from .rng import Keyed
+from .trace import format_time
+
+RANKS = 1 << 20
+_SLOW = 1 << 40  # salts the draw that decides whether a store round trip is slow
+
+
+class RoundTrips:
+    __slots__ = ("kernel", "rng", "trace", "lo", "span", "pct", "_slow_below", "_slow_lo", "_slow_span", "pinned",
+                 "drawn", "slowing")
+
+    def __init__(self, kernel: Kernel, rng: Keyed, trace: list, *, latency: tuple[int, int], scheduler: str = "uniform",
+                 slow: float = 0.0, slow_by: tuple[int, int] = (0, 0)) -> None:
+        self.kernel = kernel
+        self.rng = rng
+        self.trace = trace
+        self.lo, self.span = latency[0], latency[1] - latency[0] + 1
+        self.pct = scheduler == "pct"
+        self._slow_below = int(slow * (1 << 16))
+        self._slow_lo, self._slow_span = slow_by[0], slow_by[1] - slow_by[0] + 1
+        self.pinned: dict[tuple[int, int], int] = {}  # (handler key, round trip) -> its extra latency
+        self.slowing = self._slow_below > 0  # can any round trip be slow: one test per round trip when not
+        self.drawn: list[tuple[int, int, int, int]] = []  # (time, handler key, round trip, ms): every slow round trip
+
+    def delay(self, key: int, n: int) -> tuple[int, int]:
+        """The ``n``-th round trip (from 1) of the handler keyed ``key``: its latency and its rank among the
+        steps due at the same instant (for :meth:`Kernel.after_ranked`)."""
+        extra = self.slow(key, n) if self.slowing else 0
+        if self.pct:
+            p = self.rng.bits(key, RANKS)  # the handler's priority: the same draw for all its steps
+            rank = p >> 44 if n <= 1 + (p & 3) else RANKS - 1
+            return self.lo + (rank * self.span >> 20) + extra, rank
+        # One draw decides both the round trip's latency and, among steps due at the same instant, the order.
+        r = self.rng.bits(key, n)
+        return self.lo + r % self.span + extra, r >> 44
+
+    def pin_slow(self, key: int, n: int, ms: int) -> None:
+        """The handler of ``key`` takes ``ms`` longer over its ``n``-th store round trip, whatever the draws say."""
+        self.pinned[(key, n)] = ms
+        self.slowing = True
+
+    def slow(self, key: int, n: int) -> int:
+        """The extra latency of a handler's ``n``-th store round trip (0: none), and its trace event."""
+        extra = self.pinned.get((key, n), 0)
+        if not extra and self._slow_below:
+            r = self.rng.bits(key, n | _SLOW)
+            if (r >> 48) < self._slow_below:
+                extra = self._slow_lo + r % self._slow_span
+        if extra:
+            self.drawn.append((self.kernel.now, key, n, extra))
+            self.trace.append((self.kernel.now, "server", "slow", ("# round trip $ slower by $", key, n,
+                                                                   format_time(extra))))
+        return extra
