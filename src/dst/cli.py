@@ -406,7 +406,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = run(scenario, args.seed)
     wall = time.perf_counter() - started
 
-    divergence = _replay_elsewhere(args, result) if args.check_determinism else None
+    divergence = (_replay_here(scenario, args.seed, result) or _replay_elsewhere(args, result)
+                  if args.check_determinism else None)
 
     if args.json:
         out = result.summary()
@@ -431,12 +432,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.check_determinism:
             if divergence is None:
                 console.print(plain(("determinism", "bold green"),
-                                    ": a fresh process with another PYTHONHASHSEED gave the same trace"))
+                                    ": a second run in this process, and one in a fresh process with another "
+                                    "PYTHONHASHSEED, gave the same trace"))
             else:
                 console.print(plain(("determinism", "bold red"), f": {divergence}"))
     if divergence is not None:
         return EXIT_VIOLATION
     return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def _replay_here(scenario: Scenario, seed: int, result: RunResult) -> str | None:
+    """Run the same seed again in this process: what a run leaves behind (a module global, a singleton the
+    model's build or restart does not reset) shows as a divergence here."""
+    again = run(scenario, seed)
+    if again.digest == result.digest:
+        return None
+    return _divergence("a second run in the same process", list(result.trace), list(again.trace),
+                       " (state kept between runs: a module global or singleton the model does not reset)")
+
+
+def _divergence(what: str, mine: list[Any], theirs: list[Any], why: str = "") -> str:
+    diff = first_difference(mine, theirs)
+    if diff is None:
+        return "the trace digests differ but the traces are equal"
+    index, a, b = diff
+
+    def show(e: Any) -> str:
+        return "(no event)" if e is None else format_event(e)
+
+    return f"{what} diverges at trace event {index}: first run {show(a)} | {what} {show(b)}{why}"
 
 
 def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None:
@@ -451,15 +475,7 @@ def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None
     other = json.loads(done.stdout)
     if other["trace_digest"] == result.digest:
         return None
-    diff = first_difference(list(result.trace), [tuple(e) for e in other["trace"]])
-    if diff is None:
-        return "the trace digests differ but the traces are equal"
-    index, mine, theirs = diff
-
-    def show(e: Any) -> str:
-        return "(no event)" if e is None else format_event(e)
-
-    return f"the runs diverge at trace event {index}: first run {show(mine)} | second run {show(theirs)}"
+    return _divergence("a fresh process", list(result.trace), [tuple(e) for e in other["trace"]])
 
 
 # --- dst fuzz -------------------------------------------------------------------------------------

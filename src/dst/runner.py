@@ -22,6 +22,7 @@ import attrs
 from .causal import causal_slice
 from .explore.generate import generate_plan
 from .invariants import BY_ID, Ghost, Violation, shape
+from .invariants.ghost import FactsGate
 from .invariants.situations import cases_met, catalogue
 from .models import ModelError, name_of, resolve
 from .faults import BY_NAME, befell, fault_of, is_pinned
@@ -301,15 +302,17 @@ class Simulation:
 
         # The model, built fresh against the harness's facts; the ghost learns its views and bounds after.
         self.ghost = ghost = Ghost(kernel, limits)
-        env = Env(clock=kernel, facts=ghost, options=scenario.model.settings(), limits=limits,
+        self.facts = FactsGate(ghost)
+        env = Env(clock=kernel, facts=self.facts, options=scenario.model.settings(), limits=limits,
                   bugs=frozenset(scenario.bugs),
                   workload=Workload(retries=wl.retries, write_time=wl.write_time, acquire_patience=wl.acquire_patience,
                                     active_until=self.active_until, runs=has_runs))
         model, self._close = scenario.model.resolve(), None
         try:
             with _SignalsHeld():  # a signal waits, then strikes with the close in place
-                self.system = model.build(env)
-                self._close = self.system.close if isinstance(self.system, System) else None
+                self.system: Any = model.build(env)
+                made = self.system
+                self._close = getattr(made, "close", None) if isinstance(made, (System, *_aio_systems())) else None
             self._assemble(streams, has_runs)
         except BaseException:  # whatever stops the assembly (a bad bound, Ctrl-C), what build opened is closed
             self.close()
@@ -318,9 +321,13 @@ class Simulation:
     def _assemble(self, streams: Streams, has_runs: bool) -> None:
         """Everything around the built system: its bounds checked, the network, the hosts, pinned faults."""
         scenario, kernel, ghost, system, wl = self.scenario, self.kernel, self.ghost, self.system, self.scenario.workload
-        if not isinstance(system, System):
-            raise ModelError(f"{scenario.model.impl}: build() returned {type(system).__name__}, not a dst.sut.System")
-        routes = system.service.handlers()
+        self.aio = isinstance(system, _aio_systems())
+        if not isinstance(system, System) and not self.aio:
+            raise ModelError(f"{scenario.model.impl}: build() returned {type(system).__name__}, not a dst.sut.System "
+                             f"(nor a dst.aio.System)")
+        if self.aio and has_runs:
+            raise ModelError(f"{scenario.model.impl}: an asyncio system does not run work yet: this scenario submits runs")
+        routes = {} if self.aio else system.service.handlers()
         if has_runs and (system.runs is None or Submit not in routes or Cancel not in routes):
             raise ModelError(f"{scenario.model.impl} does not run work (it needs handlers for Submit and Cancel and "
                              f"a runs view): this scenario submits runs")
@@ -346,22 +353,31 @@ class Simulation:
         trips = RoundTrips(kernel, streams.keyed("scheduling"), self.trace, latency=scenario.model.store_latency,
                            scheduler=scenario.run.scheduler, slow=scenario.model.store_slow,
                            slow_by=scenario.model.store_slow_by)
-        self.server = ServerHost(kernel, system.service, network, self.trace, ghost, trips)
-        network.attach(SERVER, self.server.receive)
-        if system.resource is not None:
-            network.attach(RESOURCE, ResourceHost(kernel, system.resource, network, self.trace, ghost).receive)
-        self.user = UserHost(kernel, network, self.trace, request_timeout=wl.request_timeout, retries=wl.retries)
-        network.attach("user", self.user.receive)
-
+        clients = {f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)}
+        names = sorted(clients, key=lambda n: int(n[1:]))
         defaults: dict[str, object] = {"limit": wl.limit, "slots": wl.slots, "work": wl.work[0],
                                        "writes": wl.writes[0]}
 
         def job(client: str, incarnation: int, step: Step) -> Any:
             return system.job(client, incarnation, _Order(step, defaults, self.clients[client]))
 
-        names = {f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)}
-        self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, job, wl.request_timeout)
-                        for name in sorted(names, key=lambda n: int(n[1:]))}
+        self.clients: dict[str, Any]
+        self.server: Any
+        if self.aio:
+            from .aio.host import assemble
+
+            self.loop, self.server, self.clients = assemble(system, kernel, network, self.trace, ghost, self.facts,
+                                                            trips, names, job, streams, scenario)
+        else:
+            self.server = ServerHost(kernel, system.service, network, self.trace, ghost, trips)
+            self.clients = {name: ClientHost(name, kernel, network, self.trace, ghost, job, wl.request_timeout)
+                            for name in names}
+        network.attach(SERVER, self.server.receive)
+        if system.resource is not None:
+            network.attach(RESOURCE, ResourceHost(kernel, system.resource, network, self.trace, ghost).receive)
+        self.user = UserHost(kernel, network, self.trace, request_timeout=wl.request_timeout, retries=wl.retries)
+        network.attach("user", self.user.receive)
+
         for name, host in self.clients.items():
             network.attach(name, host.receive)
         self.faults: Counter[str] = Counter()
@@ -402,6 +418,14 @@ class Simulation:
         collecting = gc.isenabled()
         gc.disable()
         try:
+            if self.aio:
+                from .aio.sandbox import Refusal
+
+                try:
+                    with self.loop.running():  # the loop is asyncio's running loop, and the sandbox is up
+                        return self._run()
+                except Refusal as refusal:  # the model asked for something real: one line, as a model error
+                    raise ModelError(str(refusal)) from None
             return self._run()
         finally:
             self.close()
@@ -410,6 +434,9 @@ class Simulation:
 
     def close(self) -> None:
         """Close what the model's build opened, once."""
+        loop = getattr(self, "loop", None)
+        if loop is not None:
+            loop.close()  # the tasks still pending are dropped before their files go
         with _SignalsHeld():
             close, self._close = self._close, None
             if close is not None:
@@ -490,7 +517,7 @@ class Simulation:
                                                      f"judged after the quiet period (a longer drain_limit, or "
                                                      f"shorter jobs)")
         except Violation as v:
-            during = handling(v)
+            during = self.loop.server_key() if self.aio else handling(v)
             violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
                                         None if during is None else key_name(during))
         except _OverBudget:
@@ -519,6 +546,14 @@ class Simulation:
 
 class _OverBudget(Exception):
     pass
+
+
+def _aio_systems() -> tuple[type, ...]:
+    """dst.aio.System, when the asyncio mode has been imported (an adapter that returns one has imported it)."""
+    import sys
+
+    aio = sys.modules.get("dst.aio")
+    return (aio.System,) if aio is not None else ()
 
 
 def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool) -> None:

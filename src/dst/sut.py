@@ -400,7 +400,7 @@ class Model(Generic[O]):
     ``scenarios`` is where each bug's scenario lives, ``"package:folder"`` holding ``<slug>.toml``
     (used by ``dst selftest``); a bug without one is hunted on the embedded default scenario."""
 
-    build: Callable[[Env[O]], System]
+    build: Callable[[Env[O]], Any]  # a System; or a dst.aio.System, for an unmodified asyncio service
     options: type[O] | None = None
     bugs: tuple[Bug, ...] = ()
     scenarios: str | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import Any, Callable, Iterable
 
-from ..sim.kernel import Kernel
+from ..sim.kernel import Kernel, StopRun
 from ..sut import Bounds, Cancel, LeaseView, RunView
 from .base import HOOKS, INVARIANTS, WATCHES, Invariant, Unit
 from .situations import SITUATIONS, Situation
@@ -52,6 +52,40 @@ class _NoLeases:
 
     def lease_ids(self) -> list[int]:
         return []
+
+
+class FactsGate:
+    """``env.facts``: the ghost's hooks as a model calls them, looked up once per name.
+
+    A violation ends the run by raising out of the hook. Under the asyncio mode that would be raised inside a
+    task, where asyncio catches it and hands it to the service's own code (an ASGI app answers 500 and goes
+    on); there the gate :meth:`hold` s it instead, passing it to the loop, which raises it once the callback
+    returns. Until then the hooks are the ghost's own methods: nothing is added to the coroutine seam's path."""
+
+    def __init__(self, ghost: Ghost) -> None:
+        self._ghost = ghost
+        self._held: Callable[[BaseException], None] | None = None
+
+    def hold(self, stop_with: Callable[[BaseException], None]) -> None:
+        for name in [n for n in vars(self) if not n.startswith("_")]:
+            delattr(self, name)  # looked up before: look again, gated
+        self._held = stop_with
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._ghost, name)
+        held = self._held
+        if held is not None and callable(attr):
+            hook = attr
+
+            def attr(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return hook(*args, **kwargs)
+                except StopRun as stop:
+                    held(stop)
+                    return None
+
+        setattr(self, name, attr)
+        return attr
 
 
 class Ghost:

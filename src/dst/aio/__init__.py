@@ -1,0 +1,148 @@
+"""The asyncio mode: a user's unmodified asyncio service under simulation.
+
+The service's own code (its ``asyncio`` locks, ``wait_for`` timeouts, a reaper on ``asyncio.sleep``,
+aiosqlite or SQLAlchemy, an ASGI app) runs unchanged on dst's deterministic loop. What dst needs is an
+*adapter*, a module of its own beside the service, whose ``build(env)`` returns a :class:`System`:
+
+* ``server``: an ``async`` factory that builds the service in the server process and returns its app: an
+  ASGI app (FastAPI, Starlette) that clients reach over HTTP, or a mapping of request type -> ``async``
+  handler (RPC). It runs at every boot, after every restart too, over the durable state the run's folder
+  keeps; whatever module globals or singletons the service keeps, it resets first (``reset`` runs when the
+  process dies);
+* ``job``: the client program for one plan step, ``async def job(client, incarnation, order) -> str``,
+  which uses the service's own client code through :func:`http` (an ``httpx.AsyncClient`` over dst's
+  network) or :func:`call`, marks protected work with :func:`work`, and returns how it ended;
+* the views, the resource, the bounds and ``close``, as in :class:`dst.sut.System`; facts are reported to
+  ``env.facts`` as in the coroutine seam.
+
+:func:`run` runs a single coroutine on the loop, as ``asyncio.run`` does, in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import attrs
+
+from ..sut import SERVER, Bounds, LeaseView, Order, Resource, RunView
+from .host import VIRTUAL_EPOCH_MS
+from .loop import Loop, run
+from .observe import LeaseRow, LeaseTable
+from .wire import HttpRequest, HttpResponse, RemoteError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["System", "run", "call", "http", "work", "moment", "round_trip", "on_crash", "process_name", "lifespan",
+           "virtual_ms", "LeaseRow", "LeaseTable", "RemoteError", "HttpRequest", "HttpResponse", "VIRTUAL_EPOCH_MS"]
+
+App = Any  # an ASGI application, or a Mapping[type, Callable[[request], Awaitable[response]]]
+
+
+@attrs.frozen
+class System:
+    """What an asyncio adapter's ``build(env)`` returns."""
+
+    server: Callable[[], Awaitable[App]]
+    job: Callable[[str, int, Order], Awaitable[str]]
+    resource: Resource | None = None
+    leases: LeaseView | None = None
+    runs: RunView | None = None
+    bounds: Bounds = Bounds()
+    close: Callable[[], None] | None = None
+    reset: Callable[[], None] | None = None  # the server process died: forget what it kept in module globals
+    # The service reports no facts: derive them from ``leases`` (a LeaseTable) after every server step.
+    observe: bool = False
+    folder: str | None = None  # the run's own folder (its durable state): the only place files may be written
+
+
+def _process() -> Any:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError("dst.aio: called outside a simulated run (no dst loop is running)") from None
+    if not isinstance(loop, Loop):
+        raise RuntimeError("dst.aio: called on a real asyncio loop; this runs only under dst run")
+    return loop.process
+
+
+def process_name() -> str:
+    """The name of the process whose code is running (``server``, ``c1``, ...)."""
+    return str(_process().name)
+
+
+async def call(request: Any, *, to: str = SERVER, timeout: int | None = None) -> Any:
+    """Send ``request`` (a :func:`dst.sut.message` record) from this client to ``to`` and return the response;
+    raises :class:`TimeoutError` after ``timeout`` ms (default: the scenario's request timeout), and
+    :class:`RemoteError`'s error again as ``RuntimeError`` when the handler raised."""
+    response = await _process().call(to, request, timeout)
+    if isinstance(response, RemoteError):
+        raise RuntimeError(f"{to} raised {response.type}: {response.message}")
+    return response
+
+
+def http(base_url: str = f"http://{SERVER}", **kwargs: Any) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` whose requests go over dst's network from this client process."""
+    import httpx
+
+    from .net import Transport
+
+    return httpx.AsyncClient(base_url=base_url, transport=Transport(_process()), **kwargs)
+
+
+async def work(handle: Any, ms: int) -> int:
+    """Protected work under ``handle`` (a lease id) for ``ms`` of virtual time; returns the ms not done (a pause
+    cut the slice: check the lease before going on)."""
+    return int(await _process().work(handle, ms))
+
+
+async def moment(name: str) -> None:
+    """A sensitive moment (just after a grant, just before a write): a targeted fault aimed at it strikes here."""
+    await _process().moment(name)
+
+
+async def round_trip() -> None:
+    """One store round trip of the server process (what each statement of ``dst.aio.sqlite`` costs)."""
+    await _process().round_trip()
+
+
+def on_crash(fn: Callable[[], None]) -> None:
+    """Call ``fn`` when this server process dies (before its memory is gone): close what it holds open."""
+    _process().on_crash.append(fn)
+
+
+def virtual_ms(wall_seconds: float) -> int:
+    """A wall-clock time the service wrote (``time.time()`` seconds during a run) as virtual ms, the time the
+    views speak (every process's wall clock reads :data:`VIRTUAL_EPOCH_MS` at t=0, less its skew)."""
+    return round(wall_seconds * 1000) - VIRTUAL_EPOCH_MS
+
+
+async def lifespan(app: Any) -> None:
+    """Run an ASGI app's lifespan startup (FastAPI's ``lifespan``, ``on_event("startup")``) in this process and
+    return once it completed. Its shutdown never runs: a crash gives a process no time for it."""
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    started = loop.create_future()
+    await inbox.put({"type": "lifespan.startup"})
+
+    async def receive() -> dict[str, Any]:
+        return await inbox.get()
+
+    async def send(message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "lifespan.startup.complete" and not started.done():
+            started.set_result(None)
+        elif kind == "lifespan.startup.failed" and not started.done():
+            started.set_exception(RuntimeError(f"the app's lifespan startup failed: {message.get('message', '')}"))
+
+    async def serve() -> None:
+        try:
+            await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+        except BaseException as e:
+            if not started.done():
+                started.set_exception(e)
+            raise
+
+    loop.create_task(serve())
+    await started

@@ -1,0 +1,481 @@
+"""Processes of an asyncio system: the server and the clients, on one deterministic loop.
+
+They keep the process protocol the faults call (``crash``, ``restart``, ``pause``, ``skew``, ``pin_slow``,
+``receive``, ``idle``, ``targets``), so every fault kind acts on an asyncio process as it acts on a
+coroutine-seam one, and the runner, the invariants and the findings see no difference.
+
+* :class:`Server` builds the service with the adapter's factory at every boot (over the durable state
+  the run's folder keeps), dispatches each request that arrives as a task of its own (an RPC handler, or
+  the ASGI app through httpx's ASGI support), and answers through dst's network. A restart kills the
+  process (none of its code runs again: its handles are dropped, its open store connections closed,
+  which rolls back what had not committed), and builds it again after the downtime.
+* :class:`Client` runs one client's jobs one at a time, as tasks; its calls to the server go through
+  the network, each with a timeout; a pause freezes it; a restart is a new incarnation with no memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections import deque
+from typing import Any, Callable, Mapping
+
+from ..sim.hosts import Targets
+from ..invariants.ghost import FactsGate
+from ..models import ModelError
+from ..sim.kernel import Kernel
+from ..sim.network import Network
+from ..sim.store import RoundTrips
+from ..sim.trace import BACKGROUND, RESPONSE, format_time, message_key
+from .loop import REQUEST, Loop, Process
+from .observe import Observer
+from .sandbox import where_raised
+from .wire import HttpRequest, HttpResponse, RemoteError
+
+async def _never(loop: Loop) -> None:
+    """Where a process struck down in the middle of a step waits: nothing of it runs again."""
+    await loop.create_future()
+
+
+def _in_context(key: int) -> contextvars.Context:
+    context = contextvars.copy_context()
+    context.run(REQUEST.set, key)
+    return context
+
+
+class Server(Process):
+    __slots__ = ("kernel", "loop", "network", "trace", "ghost", "trips", "factory", "reset", "app", "up", "boots",
+                 "serving", "targets", "trip_counts", "backlog", "ready", "observer")
+
+    def __init__(self, kernel: Kernel, loop: Loop, network: Network, trace: list, ghost: Any, trips: RoundTrips,
+                 factory: Callable[[], Any], reset: Callable[[], None] | None) -> None:
+        super().__init__("server")
+        self.kernel = kernel
+        self.loop = loop
+        self.network = network
+        self.trace = trace
+        self.ghost = ghost
+        self.trips = trips
+        self.factory = factory
+        self.reset = reset
+        self.app: Any = None
+        self.up = False
+        self.ready = False  # the factory has built the service of this boot
+        self.boots = 0
+        self.serving = 0
+        self.targets = Targets()
+        self.trip_counts: dict[int, int] = {}  # request key -> store round trips so far
+        self.backlog: list[tuple] = []  # requests that arrived while the service was being built
+        self.observer: Observer | None = None  # facts from what the store holds, for a service that reports none
+        self.settle = self.after_step
+
+    # --- the process protocol ---------------------------------------------------------------------------
+
+    @property
+    def drawn(self) -> list[tuple[int, int, int, int]]:
+        return self.trips.drawn
+
+    def pin_slow(self, key: int, n: int, ms: int) -> None:
+        self.trips.pin_slow(key, n, ms)
+
+    @property
+    def idle(self) -> bool:
+        return self.serving == 0 and self.up and self.ready and self.paused_until <= self.kernel.now
+
+    def boot(self) -> None:
+        self.up = True
+        self.ready = False
+        self.boots += 1
+        self.ghost.server_up()
+        self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
+        loop = self.loop
+        loop.process = self
+        loop.create_task(self._build(), context=_in_context(BACKGROUND | (self.boots << 24)))
+
+    async def _build(self) -> None:
+        self.app = await self.factory()
+        self.ready = True
+        backlog, self.backlog = self.backlog, []
+        for message in backlog:
+            self._dispatch(message)
+
+    def pause(self, duration: int) -> None:
+        now = self.kernel.now
+        until = now + duration
+        self.trace.append((now, "server", "pause", f"until t={format_time(until)}"))
+        if not self.up or until <= self.paused_until:
+            return
+        if self.paused_until <= now:
+            self.ghost.server_down()
+        self.paused_until = until
+        self.kernel.at(until, self._resume, (self.epoch, until))
+
+    def _resume(self, arg: tuple[int, int]) -> None:
+        epoch, until = arg
+        if epoch == self.epoch and until == self.paused_until:
+            self.trace.append((self.kernel.now, "server", "resume", ""))
+            self.ghost.server_up()
+            self.loop.thaw(self)
+
+    def restart(self, down: int) -> None:
+        self.epoch += 1  # every handle of the old process is dropped unrun
+        self.up = self.ready = False
+        self.serving = 0
+        self.paused_until = -1
+        self.frozen = []
+        self.backlog = []
+        self.app = None
+        self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
+        self.ghost.server_down()
+        dying, self.on_crash = self.on_crash, []
+        for die in dying:
+            die()
+        if self.reset is not None:
+            self.reset()
+        self.after_step()  # what the crash rolled back
+        self.kernel.after(down, self._boot_epoch, self.epoch)
+
+    def _boot_epoch(self, epoch: int) -> None:
+        if epoch == self.epoch:
+            self.boot()
+
+    def after_step(self) -> None:
+        if self.observer is not None:
+            self.observer.step()
+        self.ghost.settle()
+
+    # --- requests ------------------------------------------------------------------------------------------
+
+    def receive(self, message: tuple) -> None:
+        if self.paused_until > self.kernel.now:
+            # Frozen: the request waits in the process's socket, and goes with the process if it restarts.
+            self.kernel.at(self.paused_until, self._receive_waiting, (self.epoch, message))
+            return
+        payload = message[3]
+        if not self.up:
+            self.trace.append((self.kernel.now, "server", "drop", ("@: server down", payload)))
+            return
+        self.trace.append((self.kernel.now, "server", "recv", ("@ from $ (#)", payload, message[0], message[2])))
+        self.serving += 1
+        if self.ready:
+            self._dispatch(message)
+        else:
+            self.backlog.append(message)
+
+    def _receive_waiting(self, arg: tuple[int, tuple]) -> None:
+        epoch, message = arg
+        if epoch == self.epoch:
+            self.receive(message)
+        else:
+            self.trace.append((self.kernel.now, "server", "drop", ("@: its process restarted", message[3])))
+
+    def _dispatch(self, message: tuple) -> None:
+        loop = self.loop
+        loop.process = self
+        loop.create_task(self._handle(message), context=_in_context(message[2]))
+
+    async def _handle(self, message: tuple) -> None:
+        payload = message[3]
+        response: Any
+        try:
+            if payload.__class__ is HttpRequest:
+                from .net import serve_http
+
+                response = await serve_http(self.app, payload, message[0])
+            else:
+                handler = self.app.get(payload.__class__) if isinstance(self.app, Mapping) else None
+                if handler is None:
+                    raise TypeError(f"the service has no handler for {payload.__class__.__name__} requests")
+                response = await handler(payload)
+        except Exception as e:  # the service's own error: a real server logs it and answers with an error
+            self.trace.append((self.kernel.now, "server", "error", f"{type(e).__name__}: {e} at {where_raised(e)}"))
+            response = (HttpResponse(500, (), b"Internal Server Error") if payload.__class__ is HttpRequest
+                        else RemoteError(type(e).__name__, str(e)))
+        self.serving -= 1
+        self.ghost.handled(payload)
+        if response is not None:
+            self.trace.append((self.kernel.now, "server", "reply", ("@ to $ (#)", response, message[0],
+                                                                    message[2] | RESPONSE)))
+            self.network.send(("server", message[0], message[2] | RESPONSE, response))
+
+    # --- what the service awaits -----------------------------------------------------------------------------
+
+    async def round_trip(self) -> None:
+        """One store round trip of the request (or background job) running now."""
+        key = REQUEST.get()
+        n = self.trip_counts[key] = self.trip_counts.get(key, 0) + 1
+        ms, rank = self.trips.delay(key, n)
+        loop = self.loop
+        done = loop.create_future()
+        loop.call_after_ms(ms, rank, _resolve, done)
+        await done
+
+    async def moment(self, name: str) -> None:
+        armed = self.targets.take(name)
+        if armed is None:
+            return
+        self.trace.append((self.kernel.now, "server", "moment", f"{name}: {armed[0]}"))
+        epoch = self.epoch
+        armed[1]()
+        if self.epoch != epoch:
+            await _never(self.loop)  # struck down at the moment: nothing of this process runs again
+        await asyncio.sleep(0)  # paused at the moment: the rest of the step waits for the resume
+
+
+def _resolve(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Client(Process):
+    __slots__ = ("kernel", "loop", "network", "trace", "ghost", "make_job", "timeout", "alive", "incarnation",
+                 "jobs", "job", "job_step", "sent", "pending", "working", "work_end", "work_wait", "targets",
+                 "wall_offset", "ended", "last_active")
+
+    def __init__(self, name: str, kernel: Kernel, loop: Loop, network: Network, trace: list, ghost: Any,
+                 make_job: Callable[[str, int, Any], Any], request_timeout: int) -> None:
+        super().__init__(name)
+        self.kernel = kernel
+        self.loop = loop
+        self.network = network
+        self.trace = trace
+        self.ghost = ghost
+        self.make_job = make_job
+        self.timeout = request_timeout
+        self.alive = True
+        self.incarnation = 1
+        self.jobs: deque = deque()
+        self.job: asyncio.Task[Any] | None = None
+        self.job_step = 0
+        self.sent: dict[int, int] = {}
+        self.pending: dict[int, asyncio.Future[Any]] = {}  # request key -> its response's future
+        self.working: Any = None
+        self.work_end = 0
+        self.work_wait: asyncio.Future[int] | None = None
+        self.targets = Targets()
+        self.wall_offset = 0
+        self.ended: dict[str, int] = {}
+        self.last_active = 0
+
+    @property
+    def now(self) -> int:
+        """The client's wall clock (a clock skew sets it back)."""
+        return self.kernel.now + self.wall_offset
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_until > self.kernel.now
+
+    @property
+    def idle(self) -> bool:
+        return not self.alive or (self.job is None and not self.jobs and not self.paused)
+
+    def _skip_if_dead(self, what: str) -> bool:
+        if not self.alive:
+            self.trace.append((self.kernel.now, self.name, "skip", f"{what}: the client crashed for good"))
+        return not self.alive
+
+    def skew(self, by: int) -> None:
+        if self._skip_if_dead("clock skew"):
+            return
+        self.wall_offset -= by
+        self.trace.append((self.kernel.now, self.name, "clock-skew", f"wall clock set back to t={format_time(self.now)}"))
+
+    def submit(self, step: Any) -> None:
+        if self._skip_if_dead(f"step {step.id}"):
+            return
+        self.jobs.append(step)
+        if self.job is None and not self.paused:
+            self._next_job()
+
+    def crash(self) -> None:
+        if self._skip_if_dead("crash"):
+            return
+        self.trace.append((self.kernel.now, self.name, "crash", f"incarnation {self.incarnation}"))
+        self._die()
+
+    def restart(self) -> None:
+        if self._skip_if_dead("restart"):
+            return
+        self.trace.append((self.kernel.now, self.name, "restart",
+                           f"incarnation {self.incarnation} -> {self.incarnation + 1}"))
+        self._die()
+        self.alive = True
+        self.incarnation += 1
+
+    def _die(self) -> None:
+        self.last_active = self.kernel.now
+        self._stop_work()
+        self.epoch += 1  # none of this incarnation's code runs again
+        self.alive = False
+        self.job = None
+        self.jobs.clear()
+        self.pending = {}
+        self.paused_until = -1
+        self.frozen = []
+        self.ghost.client_died(self.name)
+
+    def pause(self, duration: int) -> None:
+        if self._skip_if_dead("pause"):
+            return
+        now = self.kernel.now
+        until = now + duration
+        self.trace.append((now, self.name, "pause", f"until t={format_time(until)}"))
+        if until <= self.paused_until:
+            return
+        if self.working is not None and self.work_wait is not None:
+            # A pause cuts the work slice: the job learns how much was left when it wakes.
+            left = self.work_end - now
+            wait, self.work_wait = self.work_wait, None
+            self._stop_work()
+            self.loop.process = self
+            if not wait.done():
+                wait.set_result(left)
+        self.paused_until = until
+        self.ghost.client_paused(self.name, until)
+        self.kernel.at(until, self._resume, (self.epoch, until))
+
+    def _resume(self, arg: tuple[int, int]) -> None:
+        epoch, until = arg
+        if epoch != self.epoch or until != self.paused_until or not self.alive:
+            return
+        self.trace.append((self.kernel.now, self.name, "resume", ""))
+        self.loop.thaw(self)
+        if self.job is None and self.jobs:
+            self._next_job()
+
+    # --- jobs ---------------------------------------------------------------------------------------------
+
+    def _next_job(self) -> None:
+        step = self.jobs.popleft()
+        self.job_step = step.id
+        self.sent = {}
+        self.trace.append((self.kernel.now, self.name, "job", f"step {step.id}"))
+        loop = self.loop
+        loop.process = self
+        context = _in_context(message_key(step.id, 0, 0))
+        self.job = job = loop.create_task(self.make_job(self.name, self.incarnation, step), context=context)
+        job.add_done_callback(self._job_done)
+
+    def _job_done(self, job: asyncio.Task[Any]) -> None:
+        if job is not self.job:
+            return
+        if job.cancelled() or job.exception() is not None:  # the adapter's own error: it ends the run, as it is
+            self.loop.stop_with(job.exception() or RuntimeError(f"{self.name}: its job for step {self.job_step} "
+                                                                f"was cancelled"))
+            return
+        outcome = job.result()
+        self.trace.append((self.kernel.now, self.name, "job-end", f"step {self.job_step}: {outcome}"))
+        self.ended[outcome] = self.ended.get(outcome, 0) + 1
+        self.last_active = self.kernel.now
+        self.job = None
+        if self.jobs and not self.paused:
+            self._next_job()
+
+    # --- what a job awaits ------------------------------------------------------------------------------------
+
+    async def call(self, destination: str, request: Any, timeout: int | None = None) -> Any:
+        """Send ``request`` and wait for its response; raises :class:`TimeoutError` when none came in time."""
+        kernel, loop = self.kernel, self.loop
+        kind = request.kind
+        n = self.sent.get(kind, 0)
+        self.sent[kind] = n + 1
+        key = message_key(self.job_step, kind, n)
+        answer = loop.create_future()
+        self.pending[key] = answer
+        self.trace.append((kernel.now, self.name, "send", ("@ to $ (#)", request, destination, key)))
+        self.network.send((self.name, destination, key, request))
+        timer = loop.call_later((self.timeout if timeout is None else timeout) / 1000, _time_out, answer)
+        try:
+            return await answer
+        finally:
+            timer.cancel()
+            if self.pending.get(key) is answer:
+                del self.pending[key]
+
+    def receive(self, message: tuple) -> None:
+        key = message[2]
+        answer = self.pending.pop(key & ~RESPONSE, None) if self.alive else None
+        if answer is None or answer.done():
+            return  # a late or duplicated response: nobody waits for it
+        payload = message[3]
+        self.trace.append((self.kernel.now, self.name, "recv", ("@ (#)", payload, key)))
+        self.loop.process = self
+        answer.set_result(payload)
+
+    async def work(self, handle: Any, ms: int) -> int:
+        """Protected work under ``handle`` for ``ms``; returns the ms not done (a pause cut it)."""
+        if ms <= 0:
+            raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")
+        loop = self.loop
+        self.working = handle
+        self.work_end = self.kernel.now + ms
+        self.ghost.work_started(self.name, handle)
+        wait: asyncio.Future[int] = loop.create_future()
+        self.work_wait = wait
+        timer = loop.call_later(ms / 1000, _finish_work, self, wait)
+        try:
+            return await wait
+        finally:
+            timer.cancel()
+
+    def _stop_work(self) -> None:
+        if self.working is not None:
+            handle, self.working = self.working, None
+            self.work_wait = None
+            self.ghost.work_stopped(self.name, handle)
+
+    async def moment(self, name: str) -> None:
+        armed = self.targets.take(name)
+        if armed is None:
+            return
+        self.trace.append((self.kernel.now, self.name, "moment", f"{name}: {armed[0]}"))
+        epoch = self.epoch
+        armed[1]()
+        if self.epoch != epoch:
+            await _never(self.loop)
+        await asyncio.sleep(0)
+
+
+def _time_out(answer: asyncio.Future[Any]) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())
+
+
+def _finish_work(client: Client, wait: asyncio.Future[int]) -> None:
+    if client.work_wait is wait:
+        client._stop_work()
+        if not wait.done():
+            wait.set_result(0)
+
+
+VIRTUAL_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: what a process's wall clock reads at t=0
+
+
+def assemble(system: Any, kernel: Kernel, network: Network, trace: list, ghost: Any, facts: FactsGate,
+             trips: RoundTrips, clients: list[str], job: Callable[[str, int, Any], Any], streams: Any,
+             scenario: Any) -> tuple[Loop, Server, dict[str, Client]]:
+    """The loop and the processes of an asyncio system, with the sandbox the run enters. The model's facts
+    (``facts``, its ``env.facts``) and the processes' hooks hold a violation for the loop to raise."""
+    loop = Loop(kernel, streams.keyed("scheduling", "ready"), scheduler=scenario.run.scheduler,
+                on_error=lambda process, text, error: trace.append(
+                    (kernel.now, process.name, "error", text if error is None else
+                     f"{text} {type(error).__name__}: {error} at {where_raised(error)}")))
+    facts.hold(loop.stop_with)
+    deferring = FactsGate(ghost)
+    deferring.hold(loop.stop_with)
+    server = Server(kernel, loop, network, trace, deferring, trips, system.server, system.reset)
+    if system.observe:
+        if system.leases is None or not hasattr(system.leases, "version"):
+            raise ModelError("dst.aio.System(observe=True) needs leases: a LeaseTable (with version() and leases())")
+        server.observer = Observer(system.leases, facts, kernel, trace)
+    hosts = {name: Client(name, kernel, loop, network, trace, deferring, job, scenario.workload.request_timeout)
+             for name in clients}
+    from .sandbox import Sandbox
+    from .sqlite import installed
+
+    loop.patches = [Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now + getattr(loop.process, "wall_offset", 0),
+                            monotonic_ms=lambda: kernel.now, seed=streams.seed, folder=system.folder,
+                            refused=loop.refuse),
+                    installed()]
+    return loop, server, hosts

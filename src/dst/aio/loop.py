@@ -1,0 +1,461 @@
+"""An asyncio event loop whose clock is the kernel's and whose ready queue is the seeded scheduler's.
+
+asyncio's own primitives (``sleep``, ``wait_for``, ``timeout``, ``Lock``, ``Queue``, ``TaskGroup``, ...)
+need nothing but a loop: ``call_soon``, ``call_at``, ``time``, ``create_future``, ``create_task``. This one
+schedules every callback on :class:`~dst.sim.kernel.Kernel`, so virtual time jumps to the next timer when
+every task waits, and it never touches a selector, a thread or the wall clock.
+
+* **Time** is the kernel's integer milliseconds; ``loop.time()`` is that in seconds. A timer fires at the
+  first millisecond not earlier than its deadline (asyncio's promise: never early; within float error of
+  a millisecond counts as on it). Timers due at the
+  same millisecond run in the order they were set.
+* **Ready callbacks** (``call_soon``: a task's next step, a future's callbacks) run at the same instant,
+  in an order drawn from the run's seed, never the insertion order alone: each draws a rank keyed by the
+  request it works for and its count there (:data:`REQUEST`, set by the hosts), so deleting another plan
+  step leaves the draws of this one as they were. ``pct`` gives each request one priority instead.
+* **Processes.** Every handle belongs to the :class:`Process` whose code scheduled it (the one running
+  when it was made). A dead process's handles never run; a paused process's wait, in order, until it
+  resumes. That is how a crash runs none of a process's code afterwards (no ``finally``, no ``except
+  CancelledError``), and how a pause freezes a process with its memory intact.
+* **Nothing real.** Threads, executors, sockets, subprocesses and signals are refused with one line that
+  names the call and where it came from (:class:`~dst.aio.sandbox.Refusal`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import sys
+from asyncio import events
+from random import Random
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar
+
+from ..sim.kernel import Kernel, StopRun
+from ..sim.rng import Keyed
+from ..sim.store import RANKS
+from .sandbox import Refusal, refusal
+
+T = TypeVar("T")
+
+REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("dst_request", default=0)
+"""The key of the request (or background job) the running code works for: keys its random draws."""
+
+
+class Process:
+    """What the loop needs to know of a process: whether it is alive (its ``epoch``: a handle made in an older
+    one belongs to a process that died), whether it is paused, and where its frozen handles wait."""
+
+    __slots__ = ("name", "epoch", "paused_until", "frozen", "tasks", "on_crash", "settle")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.epoch = 0
+        self.paused_until = -1
+        self.frozen: list[Any] = []  # handles due while paused, in the order they fell due
+        self.tasks: list[asyncio.Task[Any]] = []  # every task it started (kept: a dead one's code must not run at GC)
+        self.on_crash: list[Callable[[], None]] = []  # what dies with the process: open connections
+        self.settle: Callable[[], None] | None = None  # called after each of its callbacks (the server's checks)
+
+    async def round_trip(self) -> None:
+        """One store round trip: here, a plain yield (the server process draws a latency for it)."""
+        await asyncio.sleep(0)
+
+
+class _Handle(asyncio.Handle):
+    __slots__ = ("_process", "_epoch")
+    _process: Process
+    _epoch: int
+
+    def __init__(self, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
+                 context: contextvars.Context | None, process: Process) -> None:
+        # asyncio's own __init__, less its debug lookup (this is made for every callback), plus the owner.
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._process = process
+        self._epoch = process.epoch
+
+
+class _Timer(asyncio.TimerHandle):
+    __slots__ = ("_process", "_epoch", "_seq")
+    _process: Process
+    _epoch: int
+    _seq: int
+
+    def __init__(self, when: float, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
+                 context: contextvars.Context | None, process: Process) -> None:
+        self._when = when
+        self._scheduled = False
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._process = process
+        self._epoch = process.epoch
+        self._seq = -1
+
+
+# Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.
+_LoopBase: Any = asyncio.AbstractEventLoop
+
+
+class Loop(_LoopBase):
+    """The deterministic loop. ``process`` is the one whose code runs now (the harness sets it before it calls
+    into a process: delivering a message, starting a job)."""
+
+    def __init__(self, kernel: Kernel, rng: Keyed, *, scheduler: str = "uniform",
+                 on_error: Callable[[Process, str, BaseException | None], None] | None = None) -> None:
+        self._kernel = kernel
+        self._rng = rng
+        self._pct = scheduler == "pct"
+        self._ranks: dict[int, Random] = {}  # request key -> the ranks of the ready callbacks it schedules
+        self._counts: dict[int, int] = {}  # pct: request key -> its priority and the callbacks it has scheduled
+        self.root = Process("main")
+        self.process = self.root
+        self._on_error = on_error
+        self._closed = False
+        self._running = False
+        self._previous: Any = None
+        self._task_factory: Any = None
+        self._exception_handler: Any = None
+        # What ends the run once the callback that raised it returns: a violation (asyncio would catch it in the
+        # task and hand it to the handler's own code), or the first thing refused (the caller may swallow it).
+        self.stopping: BaseException | None = None
+        self.current: Any = None  # the handle running now (whose request a violation is detected in)
+        self.patches: list[Any] = []  # entered with the loop by running(): the sandbox, the aiosqlite drop-in
+        self._run_handle = self._run  # bound once: the hot path passes it to the kernel
+
+    # --- time --------------------------------------------------------------------------------------
+
+    def time(self) -> float:
+        return self._kernel.now / 1000
+
+    @property
+    def now_ms(self) -> int:
+        return self._kernel.now
+
+    # --- scheduling ----------------------------------------------------------------------------------
+
+    def _rank(self) -> int:
+        # Keyed by the request the code works for: each request draws its own sequence of ranks, so deleting
+        # another plan step leaves this one's as it was. A Random per request keeps the draw itself in C.
+        key = REQUEST.get()
+        ranks = self._ranks.get(key)
+        if ranks is None:
+            ranks = self._ranks[key] = Random(self._rng.bits(key))
+            if self._pct:
+                self._counts[key] = ranks.getrandbits(24)  # its priority, and after how many steps it drops
+        if self._pct:
+            p = self._counts[key]
+            self._counts[key] = p + (1 << 24)
+            return p & (RANKS - 1) if p >> 24 <= 8 + (p >> 20 & 15) else RANKS - 1
+        return ranks.getrandbits(20)
+
+    def call_soon(self, callback: Callable[..., object], *args: Any,
+                  context: contextvars.Context | None = None) -> asyncio.Handle:
+        handle = _Handle(callback, args, self, context, self.process)
+        self._kernel.after_ranked(0, self._rank(), self._run_handle, handle)
+        return handle
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any,
+                   context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        return self.call_at(self._kernel.now / 1000 + delay, callback, *args, context=context)
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any,
+                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        kernel = self._kernel
+        x = when * 1000
+        ms = int(x)
+        if x - ms > 1e-6:  # never early; within float error of a millisecond is on it (0.025 + 0.005 is 30 ms)
+            ms += 1
+        if ms < kernel.now:
+            ms = kernel.now
+        timer = _Timer(ms / 1000, callback, args, self, context, self.process)
+        timer._seq = kernel.at(ms, self._run_timer, timer)
+        return timer
+
+    def call_after_ms(self, ms: int, rank: int, callback: Callable[..., object], *args: Any) -> asyncio.Handle:
+        """``callback`` after ``ms`` virtual ms, ranked among what is due then (a store round trip's draws)."""
+        handle = _Handle(callback, args, self, None, self.process)
+        self._kernel.after_ranked(ms, rank, self._run_handle, handle)
+        return handle
+
+    def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
+        seq = getattr(handle, "_seq", -1)
+        if seq >= 0:
+            self._kernel.cancel(seq)
+
+    def _run_timer(self, timer: _Timer) -> None:
+        timer._seq = -1  # fired: a cancel from now on has nothing to take off the queue
+        self._run(timer)
+
+    def _run(self, handle: Any) -> None:
+        if handle._cancelled:
+            return
+        process = handle._process
+        if process.epoch != handle._epoch:
+            return  # its process died: none of its code runs again
+        if process.paused_until > self._kernel.now:
+            process.frozen.append(handle)
+            return
+        self.process = process
+        self.current = handle
+        try:  # asyncio's Handle._run, inlined: one frame less per callback
+            handle._context.run(handle._callback, *handle._args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.call_exception_handler({"message": f"Exception in callback {handle._callback!r}",
+                                         "exception": exc, "handle": handle})
+        if process.settle is not None:
+            process.settle()
+        if self.stopping is not None:
+            raise self.stopping
+
+    def thaw(self, process: Process) -> None:
+        """A paused process resumes: what fell due while it was frozen runs now, in the order it fell due."""
+        frozen, process.frozen = process.frozen, []
+        after = self._kernel.after
+        for handle in frozen:
+            after(0, self._run_handle, handle)
+
+    # --- futures and tasks -----------------------------------------------------------------------------
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return asyncio.Future(loop=self)
+
+    def create_task(self, coro: Coroutine[Any, Any, T] | Any, *, name: str | None = None,
+                    context: contextvars.Context | None = None) -> asyncio.Task[T]:
+        if self._task_factory is not None:
+            task = self._task_factory(self, coro, **({"context": context} if context is not None else {}))
+        else:
+            # Named for its coroutine (asyncio's Task-N counts every task the process ever made: not a name a
+            # second run of the seed would give it, and not one that tells the story).
+            task = asyncio.Task(coro, loop=self, name=name if name is not None else _name_of(coro), context=context)
+        task.add_done_callback(self._task_ended)
+        tasks = self.process.tasks
+        tasks.append(task)
+        if len(tasks) > 64 and len(tasks) & (len(tasks) - 1) == 0:  # now and then, forget the finished ones
+            tasks[:] = [t for t in tasks if not t.done()]
+        return task
+
+    def _task_ended(self, task: asyncio.Task[Any]) -> None:
+        # A task that dies of an exception is worth a line in the story (a reaper that died stops reaping), whether
+        # or not someone awaits it later: asyncio itself would only say so when the task is garbage.
+        # task._exception, not task.exception(): that would mark it retrieved, and asyncio would keep quiet about it.
+        error = None if task.cancelled() else getattr(task, "_exception", None)
+        if error is not None and self._on_error is not None and not isinstance(error, StopRun):
+            self._on_error(self.process, f"task {task.get_name()} ended with", error)
+
+    def set_task_factory(self, factory: Any) -> None:
+        self._task_factory = factory
+
+    def get_task_factory(self) -> Any:
+        return self._task_factory
+
+    # --- running -----------------------------------------------------------------------------------------
+
+    def is_running(self) -> bool:
+        return self._running
+
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def get_debug(self) -> bool:
+        return False
+
+    def set_debug(self, enabled: bool) -> None:
+        pass
+
+    def running(self) -> contextlib.ExitStack:
+        """The loop running, with its patches in place (the sandbox, the drop-ins), for the length of a run."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(self)
+        for patch in self.patches:
+            stack.enter_context(patch)
+        return stack
+
+    def __enter__(self) -> Loop:
+        """The loop is the running loop (``asyncio.get_running_loop()``) inside the block."""
+        self._previous = events._get_running_loop()
+        events._set_running_loop(self)
+        self._running = True
+        self._hooks = sys.get_asyncgen_hooks()
+        sys.set_asyncgen_hooks(firstiter=None, finalizer=self._finalize_asyncgen)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._running = False
+        sys.set_asyncgen_hooks(*self._hooks)
+        events._set_running_loop(self._previous)
+
+    def _finalize_asyncgen(self, agen: Any) -> None:
+        # An async generator dropped unfinished: close it in the process that dropped it, as asyncio's loop does.
+        if self._running and not self._closed:
+            self.create_task(agen.aclose())
+
+    def run_until_complete(self, future: Any) -> Any:
+        """Run until ``future`` (a coroutine or a future) is done; returns its result. Virtual time goes as far
+        as it takes; what else is still pending then stays pending."""
+        task = asyncio.ensure_future(future, loop=self)
+        task.add_done_callback(lambda _: self.stop_with(_Done()))
+        with self.running():
+            try:
+                self._kernel.run(1 << 61)
+            except _Done:
+                self.stopping = None
+        if not task.done():
+            raise RuntimeError("every task is waiting and no timer is set: the coroutine can never finish (a deadlock)")
+        return task.result()
+
+    def run_forever(self) -> None:
+        raise RuntimeError("dst drives this loop itself: use dst.aio.run(coroutine, seed=N), or run it under dst run")
+
+    def stop(self) -> None:
+        raise RuntimeError("dst drives this loop itself: it stops when the run ends")
+
+    def close(self) -> None:
+        """The run is over: every task still pending is dropped, its coroutine closed without a word (a dead
+        process's ``finally`` runs now, if at all: after the run, where it can change nothing of it)."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in _pending_tasks(self):
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+            coro = task.get_coro()
+            try:
+                coro.close()
+            except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
+                pass
+
+    async def shutdown_asyncgens(self) -> None:
+        pass
+
+    async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+        pass
+
+    # --- errors ----------------------------------------------------------------------------------------
+
+    def set_exception_handler(self, handler: Any) -> None:
+        self._exception_handler = handler
+
+    def get_exception_handler(self) -> Any:
+        return self._exception_handler
+
+    def default_exception_handler(self, context: dict[str, Any]) -> None:
+        if self._closed or not self._running:
+            return  # after the run (a dropped task's last words): nothing to report to
+        if isinstance(context.get("exception"), StopRun):
+            self.stop_with(context["exception"])
+            return
+        if self._on_error is not None:
+            self._on_error(self.process, str(context.get("message", "")), context.get("exception"))
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        if self._exception_handler is not None and self._running:
+            self._exception_handler(self, context)
+        else:
+            self.default_exception_handler(context)
+
+    def stop_with(self, error: BaseException) -> None:
+        """End the run with ``error`` once the running callback returns (the first one stands)."""
+        if self.stopping is None:
+            self.stopping = error
+
+    def refuse(self, refusal: Refusal) -> None:
+        """Something real was asked for: the run ends with it, even if the caller swallows the exception."""
+        self.stop_with(refusal)
+
+    def server_key(self) -> int | None:
+        """The key of the server request (or background job) whose callback ran last, if it was the server's."""
+        handle = self.current
+        if handle is None or handle._process.name != "server":
+            return None
+        return handle._context.get(REQUEST) or None
+
+    def _refused(self, call: str, instead: str) -> Refusal:
+        refused = refusal(call, instead)
+        self.refuse(refused)
+        return refused
+
+
+_SOCKETS = ("real sockets leave the simulation; call other hosts through dst's network (dst.aio.call, or the "
+            "httpx client dst.aio.http gives)")
+_SUBPROCESS = "a subprocess runs outside the simulation; model it as a host, or as a coroutine"
+# What a simulated run cannot have: the loop's method -> what to use instead. Each is refused in one line that
+# names the call and the user's line that made it, and the run ends with it (even if the caller swallows it).
+_REFUSED: dict[str, tuple[bool, str]] = {  # name -> (a coroutine method, what to use instead)
+    "call_soon_threadsafe": (False, "no other thread runs here; use loop.call_soon"),
+    "run_in_executor": (False, "an executor runs on real threads, outside virtual time; make the call a coroutine, "
+                               "or use a drop-in that runs in the loop (dst.aio.sqlite for aiosqlite)"),
+    "set_default_executor": (False, "no executor runs in a simulated run"),
+    "add_signal_handler": (False, "signals belong to dst while it runs; a crash or a restart is a fault in the "
+                                  "scenario"),
+    "add_reader": (False, _SOCKETS), "add_writer": (False, _SOCKETS),
+    **{name: (True, _SOCKETS) for name in (
+        "getaddrinfo", "getnameinfo", "create_connection", "create_server", "create_datagram_endpoint",
+        "create_unix_connection", "create_unix_server", "sock_connect", "sock_recv", "sock_recv_into",
+        "sock_recvfrom", "sock_sendall", "sock_sendto", "sock_accept", "sock_sendfile", "sendfile", "start_tls",
+        "connect_accepted_socket", "connect_read_pipe", "connect_write_pipe")},
+    "subprocess_exec": (True, _SUBPROCESS), "subprocess_shell": (True, _SUBPROCESS),
+}
+
+
+def _refusing(name: str, is_coroutine: bool, instead: str) -> Callable[..., Any]:
+    def refuse(self: Loop, *args: Any, **kwargs: Any) -> Any:
+        raise self._refused(f"loop.{name}()", instead)
+
+    async def refuse_awaited(self: Loop, *args: Any, **kwargs: Any) -> Any:
+        raise self._refused(f"loop.{name}()", instead)
+
+    chosen = refuse_awaited if is_coroutine else refuse
+    chosen.__name__ = name
+    return chosen
+
+
+for _name, (_awaited, _instead) in _REFUSED.items():
+    setattr(Loop, _name, _refusing(_name, _awaited, _instead))
+
+
+def _nothing(self: Loop, *args: Any) -> bool:
+    return False
+
+
+Loop.remove_reader = Loop.remove_writer = Loop.remove_signal_handler = _nothing
+
+
+def _name_of(coro: Any) -> str:
+    return str(getattr(coro, "__qualname__", None) or type(coro).__name__)
+
+
+class _Done(BaseException):
+    """The coroutine run_until_complete waits for is done (raised out of the kernel to stop it)."""
+
+
+def _pending_tasks(loop: Loop) -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks(loop) if not t.done()]
+
+
+def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform") -> T:
+    """Run ``main`` on a fresh deterministic loop in virtual time, as ``asyncio.run`` runs it on a real one:
+    the same seed gives the same interleaving, the same result, and no wall time spent waiting."""
+    from ..sim.rng import Streams
+
+    if not asyncio.iscoroutine(main):
+        raise TypeError(f"dst.aio.run() expects a coroutine, got {type(main).__name__}")
+    loop = Loop(Kernel(), Streams(seed).keyed("scheduling"), scheduler=scheduler)
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        loop.close()
+
+
+__all__ = ["Loop", "Process", "REQUEST", "run", "StopRun"]

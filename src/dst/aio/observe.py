@@ -1,0 +1,84 @@
+"""Facts from what the store holds: the invariants' books kept for a service that reports nothing.
+
+An unmodified service does not call ``env.facts``. Its adapter instead gives a :class:`LeaseTable`: the
+leases the store holds and a version that moves when the store may have changed (SQLite's
+``PRAGMA data_version`` read on the adapter's own connection, say). After every step of the server process,
+:class:`Observer` asks for the version and, only when it moved, reads the leases and reports what changed
+as the facts a service would have reported: a lease gone (its slots given back), a lease new (its slots
+taken, its token and what it fences), a lease whose expiry moved (renewed). Every lease invariant then
+works on the service as it is, checked after every step as with the coroutine seam.
+
+What a diff cannot see is whom a release was for: a release that frees another holder's slot shows as
+that lease's slots gone, and ``slot-accounting`` or ``capacity`` catch what follows from it.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Iterable, Protocol
+
+import attrs
+
+from ..sut import Clock, Facts, LeaseView, format_time
+
+
+@attrs.frozen
+class LeaseRow:
+    """One lease as the store holds it. ``expiry`` is in virtual ms (see :func:`dst.aio.virtual_ms`)."""
+
+    id: int
+    holder: str
+    limit: str
+    slots: int
+    expiry: int
+    token: int | None = None  # the fencing token it was handed, and what that token fences
+    target: str | None = None
+
+
+class LeaseTable(LeaseView, Protocol):
+    """A :class:`~dst.sut.LeaseView` that can also list its leases whole, and say when it may have changed."""
+
+    def version(self) -> Hashable:
+        """Moves whenever the leases or counts may have changed (a cheap read: it is asked after every step)."""
+
+    def leases(self) -> Iterable[LeaseRow]:
+        """Every lease the store holds now."""
+
+
+class Observer:
+    """Reports what changed in the store as facts, and writes it in the trace as the server's own doing (a lease
+    the reaper removed shows there, not only its consequences)."""
+
+    __slots__ = ("table", "facts", "seen", "rows", "clock", "trace")
+
+    def __init__(self, table: LeaseTable, facts: Facts, clock: Clock, trace: list) -> None:
+        self.table = table
+        self.facts = facts
+        self.clock = clock
+        self.trace = trace
+        self.seen: Hashable = object()
+        self.rows: dict[int, LeaseRow] = {}
+
+    def step(self) -> None:
+        version = self.table.version()
+        if version == self.seen:
+            return
+        self.seen = version
+        facts, before = self.facts, self.rows
+        now = {row.id: row for row in self.table.leases()}
+        self.rows = now
+        at, trace = self.clock.now, self.trace
+        for lease in sorted(before.keys() - now.keys()):  # gone first: a slot given back may be taken again at once
+            row = before[lease]
+            trace.append((at, "server", "store", f"L{lease} removed ({row.holder}'s, {row.slots} of {row.limit})"))
+            facts.lease_removed(lease)
+            facts.slots_returned(lease, row.limit, row.slots)
+        for lease in sorted(now.keys() - before.keys()):
+            row = now[lease]
+            trace.append((at, "server", "store", f"L{lease} stored for {row.holder}: {row.slots} of {row.limit} until "
+                                                 f"t={format_time(row.expiry)}"))
+            facts.slots_taken(lease, row.limit, row.slots)
+            facts.lease_stored(lease, row.holder, row.limit, row.token, row.target)
+        for lease in sorted(now.keys() & before.keys()):
+            if now[lease].expiry != before[lease].expiry:
+                trace.append((at, "server", "store", f"L{lease} renewed until t={format_time(now[lease].expiry)}"))
+                facts.lease_renewed(lease, now[lease].limit)

@@ -1,0 +1,141 @@
+"""Small asyncio models for the tests of the asyncio mode: plain asyncio services behind dst.aio adapters."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from dst import aio, sut
+from dst.reference.protocol import Acquire, Done, Granted
+
+LOG: list[tuple[str, object]] = []  # what the services did, and when (virtual seconds; "after" once the run is over)
+LEAK = [0]  # a module global the leaky model never resets
+
+
+def _when() -> object:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return "after"
+
+
+class Probe:
+    """A server whose handler takes 1 s under try/finally, and a ticker task."""
+
+    def __init__(self, env: sut.Env[object]) -> None:
+        self.env = env
+
+    async def acquire(self, req: Acquire) -> Granted:
+        LOG.append(("handling", _when()))
+        try:
+            await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            LOG.append(("cancelled", _when()))
+            raise
+        finally:
+            LOG.append(("finally", _when()))
+        return Granted(1, 0, 1, 0)
+
+    async def tick(self) -> None:
+        while True:
+            await asyncio.sleep(1)
+            LOG.append(("tick", _when()))
+
+
+def build_probe(env: sut.Env[object]) -> aio.System:
+    async def server() -> object:
+        LOG.append(("boot", _when()))
+        probe = Probe(env)
+        asyncio.get_running_loop().create_task(probe.tick())
+        return {Acquire: probe.acquire}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        try:
+            await aio.call(Acquire("db", 1, client), timeout=5_000)
+            LOG.append(("granted", _when()))
+            await aio.work(1, order.arg("work"))
+            return "done"
+        except TimeoutError:
+            return "timed out"
+        finally:
+            LOG.append((f"{client} finally", _when()))
+
+    return aio.System(server=server, job=job)
+
+
+probe = sut.Model(build_probe)
+
+
+def _misbehaving(handler: str) -> sut.Model[object]:
+    async def acquire(req: Acquire) -> Done:
+        if handler == "thread":
+            threading.Thread(target=print).start()
+        elif handler == "executor":
+            await asyncio.get_running_loop().run_in_executor(None, print)
+        elif handler == "socket":
+            await asyncio.open_connection("localhost", 80)
+        elif handler == "swallowed":
+            try:
+                threading.Thread(target=print).start()
+            except Exception:
+                pass
+        elif handler == "clock":
+            return Done(f"{time.time():.3f} {time.monotonic():.3f}")
+        elif handler == "foreign":
+            env.facts.slots_taken(1, "db", 1)
+            env.facts.lease_stored(1, "c1", "db")
+            env.facts.slots_returned(2, "db", 1)  # lease 2 owns nothing: raised inside the handler's task
+        return Done("ok")
+
+    env: sut.Env[object]
+
+    def build(e: sut.Env[object]) -> aio.System:
+        nonlocal env
+        env = e
+
+        async def server() -> object:
+            return {Acquire: acquire}
+
+        async def job(client: str, incarnation: int, order: sut.Order) -> str:
+            response = await aio.call(Acquire("db", 1, client))
+            return str(response.what)
+
+        class NoLeases:
+            def count(self, limit: str) -> int:
+                return 0
+
+            def expiry(self, lease: int) -> int | None:
+                return None
+
+            def lease_ids(self) -> list[int]:
+                return []
+
+        return aio.System(server=server, job=job, leases=NoLeases())
+
+    return sut.Model(build)
+
+
+thread = _misbehaving("thread")
+executor = _misbehaving("executor")
+socket = _misbehaving("socket")
+swallowed = _misbehaving("swallowed")
+clock = _misbehaving("clock")
+foreign = _misbehaving("foreign")
+
+
+def build_leaky(env: sut.Env[object]) -> aio.System:
+    async def server() -> object:
+        async def acquire(req: Acquire) -> Done:
+            LEAK[0] += 1  # kept between runs: the second run of a seed answers differently
+            return Done(f"call {LEAK[0]}")
+
+        return {Acquire: acquire}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        return str((await aio.call(Acquire("db", 1, client))).what)
+
+    return aio.System(server=server, job=job)
+
+
+leaky = sut.Model(build_leaky)

@@ -1,0 +1,167 @@
+"""The deterministic asyncio loop: asyncio's own primitives on virtual time, a seeded order, nothing real."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from dst.aio import run
+from dst.aio.loop import Loop
+from dst.sim.kernel import Kernel
+from dst.sim.rng import Streams
+
+
+async def _primitives() -> dict[str, object]:
+    loop = asyncio.get_running_loop()
+    out: dict[str, object] = {}
+    start = loop.time()
+    await asyncio.sleep(2.5)
+    out["slept"] = loop.time() - start
+    try:
+        await asyncio.wait_for(asyncio.sleep(60), timeout=0.5)
+    except TimeoutError:
+        out["wait_for"] = "timed out"
+    async with asyncio.timeout(1):
+        await asyncio.sleep(0.25)
+    out["shield"] = await asyncio.shield(asyncio.sleep(0.1, result="shielded"))
+    out["gather"] = await asyncio.gather(*(asyncio.sleep(d / 10, result=d) for d in (3, 1, 2)))
+    done, pending = await asyncio.wait([asyncio.ensure_future(asyncio.sleep(d, result=d)) for d in (1, 9)],
+                                       return_when=asyncio.FIRST_COMPLETED)
+    out["wait"] = ([t.result() for t in done], len(pending))
+    for task in pending:
+        task.cancel()
+    lock, event, condition, semaphore, queue = (asyncio.Lock(), asyncio.Event(), asyncio.Condition(),
+                                                asyncio.Semaphore(2), asyncio.Queue())
+    inside = []
+
+    async def guarded(i: int) -> None:
+        async with semaphore:
+            async with lock:
+                inside.append(i)
+                await asyncio.sleep(0.01)
+
+    async with asyncio.TaskGroup() as group:
+        for i in range(4):
+            group.create_task(guarded(i))
+    out["locked"] = sorted(inside)
+    loop.call_later(0.3, event.set)
+    await event.wait()
+
+    async def notify() -> None:
+        async with condition:
+            condition.notify_all()
+
+    async with condition:
+        loop.create_task(notify())
+        await condition.wait()
+    for i in range(3):
+        queue.put_nowait(i)
+    out["queue"] = [await queue.get() for _ in range(3)]
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("outer")
+
+    async def read() -> str:
+        return var.get()
+
+    out["contextvar"] = await loop.create_task(read())
+    marks: list[str] = []
+    loop.call_soon(marks.append, "soon")
+    loop.call_at(loop.time() + 1, marks.append, "at")
+    await asyncio.sleep(2)
+    out["callbacks"] = sorted(marks)
+    out["elapsed"] = round(loop.time() - start, 3)
+    return out
+
+
+def test_asyncio_primitives_run_unmodified_in_virtual_time():
+    wall = time.perf_counter()
+    out = run(_primitives(), seed=1)
+    assert time.perf_counter() - wall < 2  # 15 s of virtual time, no waiting
+    assert out["slept"] == 2.5
+    assert out["wait_for"] == "timed out"
+    assert out["shield"] == "shielded"
+    assert out["gather"] == [3, 1, 2]
+    assert out["wait"] == ([1], 1)
+    assert out["locked"] == [0, 1, 2, 3]
+    assert out["queue"] == [0, 1, 2]
+    assert out["contextvar"] == "outer"
+    assert out["callbacks"] == ["at", "soon"]
+    assert out["elapsed"] == 6.99  # 2.5 + 0.5 + 0.25 + 0.1 + 0.3 + 1 + 4 x 0.01 under the lock + 0.3 + 2
+
+
+async def _order(workers: int = 5) -> list[int]:
+    order: list[int] = []
+
+    async def worker(i: int) -> None:
+        for _ in range(3):
+            order.append(i)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(worker(i) for i in range(workers)))
+    return order
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_one_seed_gives_one_interleaving(seed):
+    assert run(_order(), seed=seed) == run(_order(), seed=seed)
+
+
+def test_the_seed_chooses_the_order_of_ready_callbacks():
+    orders = {tuple(run(_order(), seed=seed)) for seed in range(20)}
+    assert len(orders) > 10  # not insertion order: 20 seeds, many interleavings
+
+
+def test_timers_due_at_the_same_millisecond_run_in_the_order_they_were_set():
+    async def main() -> list[int]:
+        loop, fired = asyncio.get_running_loop(), []
+        for i in range(10):
+            loop.call_at(loop.time() + 0.5, fired.append, i)
+        await asyncio.sleep(1)
+        return fired
+
+    for seed in range(5):
+        assert run(main(), seed=seed) == list(range(10))
+
+
+def test_a_timer_never_fires_early_and_float_error_does_not_make_it_late():
+    async def main() -> list[float]:
+        loop, seen = asyncio.get_running_loop(), []
+        for _ in range(10):
+            await asyncio.sleep(0.005)
+            seen.append(loop.time())
+        await asyncio.sleep(0.0001)  # under a millisecond: the next one
+        seen.append(loop.time())
+        return seen
+
+    seen = run(main(), seed=1)
+    assert seen[:10] == [round(0.005 * i, 3) for i in range(1, 11)]
+    assert seen[10] == 0.051
+
+
+def test_a_deadlock_is_said_not_hung():
+    async def main() -> None:
+        await asyncio.Event().wait()
+
+    with pytest.raises(RuntimeError, match="deadlock"):
+        run(main(), seed=1)
+
+
+def test_the_running_loop_is_restored_after_a_run():
+    assert asyncio.get_event_loop_policy() is not None
+    run(asyncio.sleep(1), seed=1)
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()
+
+
+def test_the_loop_runs_asyncio_run_until_complete_and_refuses_run_forever():
+    loop = Loop(Kernel(), Streams(1).keyed("scheduling"))
+    assert loop.run_until_complete(asyncio.sleep(3, result="x")) == "x"
+    assert loop.time() == 3
+    with pytest.raises(RuntimeError, match="drives this loop itself"):
+        loop.run_forever()
+    loop.close()

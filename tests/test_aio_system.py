@@ -1,0 +1,130 @@
+"""An unmodified asyncio service under simulation: processes that crash, pause and restart, the network,
+facts and invariants, refusals in one line, and the same bytes for the same seed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import aio_models
+from dst.cli import main
+from dst.runner import run
+from dst.scenario import parse_scenario
+
+BASE: dict[str, Any] = {
+    "run": {"duration": "20s", "quiet": "30s"},
+    "model": {"limits": {"db": 1}, "store_latency": ["5ms", "5ms"]},
+    "workload": {"clients": 2, "jobs": 0, "request_timeout": "3s", "retries": 0},
+    "network": {"latency": ["10ms", "10ms"], "loss": 0.0, "duplicate": 0.0},
+}
+
+
+def scripted(model: str, steps: list[dict[str, Any]], **model_keys: Any) -> Any:
+    doc = json.loads(json.dumps(BASE))
+    doc["model"].update(impl=f"aio_models:{model}", **model_keys)
+    doc["steps"] = steps
+    return parse_scenario(doc, "<test>")
+
+
+@pytest.fixture(autouse=True)
+def _clear_log() -> None:
+    aio_models.LOG.clear()
+
+
+def during(log: list[tuple[str, object]], what: str) -> list[object]:
+    return [when for name, when in log if name == what and when != "after"]
+
+
+def test_a_crashed_server_runs_none_of_its_code_afterwards_and_boots_again():
+    result = run(scripted("probe", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+                                    {"at": "500ms", "actor": "server", "action": "restart", "down": "2s"}]), 1)
+    log = aio_models.LOG
+    assert during(log, "handling") == [0.01]
+    assert during(log, "finally") == [] and during(log, "cancelled") == []  # no finally, no CancelledError
+    assert during(log, "boot") == [0.0, 2.5]  # the factory builds the service again after the downtime
+    ticks = during(log, "tick")
+    assert 1.0 not in ticks and 3.5 in ticks  # the old ticker died with its process; the new one ticks from 2.5 s
+    assert result.jobs == {"timed out": 1}
+
+
+def test_a_paused_server_freezes_its_timers_and_goes_on_where_it_stopped():
+    run(scripted("probe", [{"at": "2500ms", "actor": "server", "action": "pause", "for": "3s"}]), 1)
+    ticks = during(aio_models.LOG, "tick")
+    assert ticks[:4] == [1.0, 2.0, 5.5, 6.5]  # the tick due at 3 s waited for the resume at 5.5 s
+
+
+def test_a_client_crash_ends_its_job_without_its_finally():
+    result = run(scripted("probe", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "10s"},
+                                    {"at": "3s", "actor": "c1", "action": "crash"}]), 1)
+    assert during(aio_models.LOG, "granted") and not during(aio_models.LOG, "c1 finally")
+    assert result.jobs == {}
+
+
+def test_a_client_pause_cuts_its_work_and_it_goes_on_after():
+    result = run(scripted("probe", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "10s"},
+                                    {"at": "3s", "actor": "c1", "action": "pause", "for": "4s"}]), 1)
+    assert result.jobs == {"done": 1}
+    assert during(aio_models.LOG, "c1 finally") == [7.0]  # the 10 s of work was cut at 3 s and ended at the resume
+
+
+def scenario_file(tmp_path: Any, model: str, steps: str = '{ at = "0s", actor = "c1", action = "acquire", work = "1s" }') -> str:
+    path = tmp_path / f"{model}.toml"
+    path.write_text(f"""steps = [{steps}]
+[run]
+duration = "20s"
+quiet = "30s"
+[model]
+impl = "aio_models:{model}"
+limits = {{ db = 1 }}
+[workload]
+clients = 1
+jobs = 0
+""")
+    return str(path)
+
+
+@pytest.mark.parametrize("model, call, instead", [
+    ("thread", "threading.Thread.start()", "asyncio"),
+    ("executor", "loop.run_in_executor()", "coroutine"),
+    ("socket", "loop.create_connection()", "network"),
+    ("swallowed", "threading.Thread.start()", "asyncio"),  # caught by the service: the run ends all the same
+])
+def test_what_a_simulated_run_cannot_have_is_one_line_naming_the_call_and_the_users_line(model, call, instead,
+                                                                                         tmp_path, capsys):
+    assert main(["run", "--seed", "1", "--scenario", scenario_file(tmp_path, model)]) == 2
+    out, err = capsys.readouterr()
+    [line] = err.strip().splitlines()
+    assert call in line and instead in line and "aio_models.py:" in line, line
+    assert "Traceback" not in out + err
+
+
+def test_the_service_reads_virtual_time_from_the_real_clock_functions():
+    from dst.aio import VIRTUAL_EPOCH_MS
+
+    result = run(scripted("clock", [{"at": "2s", "actor": "c1", "action": "acquire", "work": "1s"}]), 1)
+    [(outcome, _)] = result.jobs.items()
+    wall, monotonic = (float(x) for x in outcome.split())
+    assert wall == pytest.approx(VIRTUAL_EPOCH_MS / 1000 + 2.01, abs=0.0001)  # sent at 2 s, delivered 10 ms later
+    assert monotonic == pytest.approx(2.01, abs=0.01)
+
+
+def test_a_violation_raised_inside_a_handlers_task_ends_the_run():
+    result = run(scripted("foreign", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"}]), 1)
+    assert result.violation is not None and result.violation.invariant == "no-foreign-release"
+    assert result.violation.during == "1.1.0"  # the request it was detected in
+
+
+def test_state_left_between_runs_is_named_by_check_determinism(tmp_path, capsys):
+    assert main(["run", "--seed", "1", "--check-determinism", "--scenario", scenario_file(tmp_path, "leaky")]) == 1
+    out = capsys.readouterr().out
+    assert "a second run in the same process diverges" in out and "module global or singleton" in out
+
+
+def test_one_seed_gives_the_same_bytes_twice_in_one_process():
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+             {"at": "100ms", "actor": "c2", "action": "acquire", "work": "1s"},
+             {"at": "500ms", "actor": "server", "action": "restart", "down": "1s"}]
+    first, second = (run(scripted("probe", steps), 7) for _ in range(2))
+    assert first.digest == second.digest
