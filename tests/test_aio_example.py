@@ -1,0 +1,70 @@
+"""The asyncio example: a FastAPI + aiosqlite lease service with no dst in it, under every command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dst.runner import run
+from dst.scenario import load_scenario, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "aio_leases"
+
+
+@pytest.fixture(autouse=True)
+def _from_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the model's name resolves from the repository's root, as the docs run it
+
+
+def scripted(steps: list[dict[str, Any]], bugs: list[str] | None = None, **model: Any) -> Any:
+    return parse_scenario({
+        "steps": steps, "bugs": bugs or [],
+        "run": {"duration": "60s", "quiet": "150s"},
+        "model": {"impl": "examples.aio_leases:model", "limits": {"db": 1}, "store_latency": ["5ms", "5ms"],
+                  **model},
+        "workload": {"clients": 2, "jobs": 0},
+        "network": {"latency": ["10ms", "10ms"], "loss": 0.0, "duplicate": 0.0},
+    }, "<test>")
+
+
+def test_the_service_knows_nothing_of_dst():
+    for path in (EXAMPLE / "service").glob("*.py"):
+        assert not re.search(r"^\s*(import|from)\s+dst\b", path.read_text(), re.M), path
+
+
+def test_the_default_scenario_runs_clean_and_gives_the_same_bytes_twice():
+    scenario = load_scenario(str(EXAMPLE / "scenarios" / "default.toml"))
+    first, second = run(scenario, 1), run(scenario, 1)
+    assert first.ok and first.jobs.get("done", 0) > 10
+    assert first.digest == second.digest
+
+
+def test_a_restarted_server_keeps_the_database_file_and_loses_its_memory():
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "40s"},
+             {"at": "5s", "actor": "server", "action": "restart", "down": "2s"}]
+    kept = run(scripted(steps), 1)
+    assert kept.ok and kept.jobs == {"done": 1}  # the lease was in the file: renewed after the restart, released
+    assert [e[3] for e in kept.trace if e[2] == "boot"] == ["epoch 0", "epoch 1"]
+    lost = run(scripted(steps, bugs=["leases-in-memory"]), 1)  # the same story, the leases in process memory
+    assert lost.violation is not None and lost.violation.invariant == "slot-accounting"
+
+
+def test_two_acquires_at_once_find_the_check_then_act_race():
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+             {"at": "0s", "actor": "c2", "action": "acquire", "work": "1s"}]
+    assert run(scripted(steps), 1).ok
+    race = run(scripted(steps, bugs=["check-then-act"]), 1)
+    assert race.violation is not None and race.violation.invariant == "capacity"
+
+
+def test_the_reapers_work_is_in_the_story():
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "50s"},
+             {"at": "1s", "actor": "c1", "action": "crash"}]
+    result = run(scripted(steps, ttl="10s", reaper_interval="5s"), 1)
+    assert result.ok
+    removed = [e for e in result.trace if e[2] == "store" and "removed" in e[3]]
+    assert removed and removed[0][0] >= 10_000  # the crashed holder's lease, reaped after its TTL
