@@ -69,3 +69,55 @@ def build(env: sut.Env[None]) -> sut.System:
 model: sut.Model[None] = sut.Model(build)
 """)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _mypy_strict(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "adapter.py").write_text(code)
+    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--no-incremental",
+                           "--cache-dir", str(tmp_path / ".mypy"), str(tmp_path / "adapter.py")],
+                          cwd=ROOT, capture_output=True, text=True)
+
+
+def test_an_adapter_that_subclasses_service_and_one_of_the_asyncio_mode_pass_mypy_strict(tmp_path):
+    # A subclass of sut.Service that defines only its handlers is concrete (crash has a real body), and an
+    # asyncio adapter types against dst.aio as written in docs/asyncio.md.
+    done = _mypy_strict(tmp_path, """\
+from typing import Any, Callable, Mapping
+
+from dst import aio, sut
+
+
+class Handlers(sut.Service):
+    def handlers(self) -> Mapping[type, Callable[[Any], sut.Handler]]:
+        return {}
+
+
+async def job(client: str, incarnation: int, order: sut.Order) -> str:
+    await sut.sleep(1)
+    return "slept"
+
+
+def build(env: sut.Env[None]) -> sut.System:
+    return sut.System(service=Handlers(), job=job)
+
+
+async def server() -> Mapping[type, Any]:
+    await aio.round_trip()
+    return {}
+
+
+async def aio_job(client: str, incarnation: int, order: sut.Order) -> str:
+    async with aio.http() as http:
+        response = await http.post("/limits/db/leases", json={"holder": client})
+    left: int = await aio.work(1, 1_000)
+    return f"{response.status_code} {left}"
+
+
+def build_aio(env: sut.Env[None]) -> aio.System:
+    return aio.System(server=server, job=aio_job, bounds=sut.Bounds(reclaim_within=1_000))
+
+
+model: sut.Model[None] = sut.Model(build)
+aio_model: sut.Model[None] = sut.Model(build_aio)
+""")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -18,64 +18,68 @@ Two sorts of kind:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import attrs
 
+from .sim.process import Processes
 from .sim.trace import key_name, parse_key
 
+if TYPE_CHECKING:
+    from .plan import Step
 
-def _crash(sim: Any, step: Any) -> None:
+
+def _crash(sim: Processes, step: Step) -> None:
     sim.clients[step.actor].crash()
 
 
-def _restart(sim: Any, step: Any) -> None:
+def _restart(sim: Processes, step: Step) -> None:
     host = sim.clients[step.actor]
     host.restart()
     then = step.arg("then")
     if then is not None:  # the new incarnation's first job (a worker serves again), keyed by this step
-        host.submit(attrs.evolve(step, action=then, args=()))
+        host.submit(attrs.evolve(step, action=str(then), args=()))
 
 
-def _pause(sim: Any, step: Any) -> None:
-    sim.clients[step.actor].pause(step.arg("for"))
+def _pause(sim: Processes, step: Step) -> None:
+    sim.clients[step.actor].pause(step.number("for"))
 
 
-def _partition(sim: Any, step: Any) -> None:
+def _partition(sim: Processes, step: Step) -> None:
     now = sim.kernel.now
-    until = now + step.arg("for")
+    until = now + step.number("for")
     sim.trace.append((now, step.actor, "partition", f"from the server until t={until}"))
     partitioned = sim.network.partitioned
     partitioned[step.actor] = max(partitioned.get(step.actor, 0), until)
     sim.ghost.client_cut_off(step.actor, until)
 
 
-def _clock_skew(sim: Any, step: Any) -> None:
-    sim.clients[step.actor].skew(step.arg("by"))
+def _clock_skew(sim: Processes, step: Step) -> None:
+    sim.clients[step.actor].skew(step.number("by"))
 
 
-def _server_restart(sim: Any, step: Any) -> None:
-    sim.server.restart(step.arg("down", 0))
+def _server_restart(sim: Processes, step: Step) -> None:
+    sim.server.restart(step.number("down"))
 
 
-def _server_pause(sim: Any, step: Any) -> None:
-    sim.server.pause(step.arg("for"))
+def _server_pause(sim: Processes, step: Step) -> None:
+    sim.server.pause(step.number("for"))
 
 
 # Pinned faults are applied before the run starts: they name the message, not the moment.
 
-def _pin_message(effect: int) -> Callable[[Any, Any], None]:
-    def pin(sim: Any, step: Any) -> None:
-        key = parse_key(step.arg("message"))
+def _pin_message(effect: int) -> Callable[[Processes, Step], None]:
+    def pin(sim: Processes, step: Step) -> None:
+        key = parse_key(step.text("message"))
         lost, extra, twice = sim.network.pinned.get(key, (False, 0, False))
-        value = (lost or effect == 0, step.arg("by", 0) or extra, twice or effect == 2)
+        value = (lost or effect == 0, step.number("by") or extra, twice or effect == 2)
         sim.network.pinned[key] = value
 
     return pin
 
 
-def _pin_slow(sim: Any, step: Any) -> None:
-    sim.server.pin_slow(parse_key(step.arg("message")), step.arg("round_trip"), step.arg("by"))
+def _pin_slow(sim: Processes, step: Step) -> None:
+    sim.server.pin_slow(parse_key(step.text("message")), step.number("round_trip"), step.number("by"))
 
 
 @attrs.frozen
@@ -84,7 +88,7 @@ class FaultKind:
     action: str  # the plan step it becomes
     target: Literal["client", "server", "net"]  # a client drawn uniformly, the server, or the network
     duration_arg: str | None  # the step argument its duration goes in (None: it takes no duration)
-    apply: Callable[[Any, Any], None]  # (the simulation, the step): what happens at the step's time
+    apply: Callable[[Processes, Step], None]  # what happens to the run's processes at the step's time
     effect: str  # what it does, for the docs
     title: str  # words for a finding's name when its minimized plan has this fault
     title_rank: int  # when a plan has several kinds, the lowest rank names the finding

@@ -118,6 +118,18 @@ class Step:
                 return value
         return default
 
+    def number(self, name: str, default: int = 0) -> int:
+        """An integer argument (a duration in ms, a count): the loader has checked its kind."""
+        value = self.arg(name, default)
+        assert isinstance(value, int)
+        return value
+
+    def text(self, name: str) -> str:
+        """A name argument (a message key, a job's action): the loader has checked its kind."""
+        value = self.arg(name)
+        assert isinstance(value, str)
+        return value
+
     def describe(self) -> str:
         parts = [f"t={format_duration(self.at)}", self.actor, self.action]
         kinds = ACTIONS[self.action][1]

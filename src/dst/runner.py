@@ -15,7 +15,7 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 import attrs
 
@@ -32,6 +32,7 @@ from .scenario import Scenario, ScenarioError, scripted, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from .sim.kernel import Kernel
 from .sim.network import Network
+from .sim.process import ClientProcess, ServerProcess
 from .sim.rng import Streams
 from .sim.store import RoundTrips
 from .sim.trace import Event, digest, format_event, format_time, formatted, key_name
@@ -361,8 +362,8 @@ class Simulation:
         def job(client: str, incarnation: int, step: Step) -> Any:
             return system.job(client, incarnation, _Order(step, defaults, self.clients[client]))
 
-        self.clients: dict[str, Any]
-        self.server: Any
+        self.clients: Mapping[str, ClientProcess]
+        self.server: ServerProcess
         if self.aio:
             from .aio.host import assemble
 

@@ -284,6 +284,7 @@ class Service(Protocol):
 
     def crash(self) -> None:
         """The process dies: lose whatever lives in process memory (the store survives)."""
+        return None  # a real body: a subclass that keeps nothing in memory need not define it
 
     def boot(self) -> Iterable[Handler]:
         """Recovery handlers to run as the process starts (a startup sweep), concurrently."""

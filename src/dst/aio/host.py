@@ -20,7 +20,7 @@ import contextvars
 from collections import deque
 from typing import Any, Callable, Mapping
 
-from ..sim.hosts import Targets
+from ..sim.process import Targets
 from ..invariants.ghost import FactsGate
 from ..models import ModelError
 from ..sim.kernel import Kernel

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network
+from .process import Targets
 from .store import RoundTrips
 from .trace import BACKGROUND, RESPONSE, format_time, message_key
 
@@ -31,20 +32,6 @@ from .trace import BACKGROUND, RESPONSE, format_time, message_key
 # the slice not done (nonzero when a pause cut it). A handler hands the server None (a store round
 # trip) or (SLEEP, ms). Both may hand up (MOMENT, name): a targeted fault armed for that moment strikes there.
 
-
-class Targets:
-    """Faults armed for an actor's next sensitive moment: moment name -> (what it does, how to do it)."""
-
-    __slots__ = ("armed",)
-
-    def __init__(self) -> None:
-        self.armed: dict[str, tuple[str, Callable[[], None]]] = {}
-
-    def arm(self, moment: str, what: str, fire: Callable[[], None]) -> None:
-        self.armed.setdefault(moment, (what, fire))  # one armed fault per moment: a second waits for none
-
-    def take(self, moment: str) -> tuple[str, Callable[[], None]] | None:
-        return self.armed.pop(moment, None) if self.armed else None
 
 _NOTHING = object()
 

@@ -12,7 +12,7 @@ Two kinds of draw:
   pure function of ``(seed, name, key...)`` (splitmix64 over the key), so a
   message's latency depends on which message it is, not on how many draws came
   before it. Deleting a plan step therefore leaves the other steps' draws as
-  they were (DESIGN.md, "randomness that does not shift").
+  they were (docs/findings.md: a finding replays exactly).
 """
 
 from __future__ import annotations
