@@ -132,6 +132,7 @@ class Loop(_LoopBase):
         self.current: Any = None  # the handle running now (whose request a violation is detected in)
         self.patches: list[Any] = []  # entered with the loop by running(): the sandbox, the aiosqlite drop-in
         self._run_handle = self._run  # bound once: the hot path passes it to the kernel
+        self._soon = kernel.soon
 
     # --- time --------------------------------------------------------------------------------------
 
@@ -162,7 +163,7 @@ class Loop(_LoopBase):
     def call_soon(self, callback: Callable[..., object], *args: Any,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
         handle = _Handle(callback, args, self, context, self.process)
-        self._kernel.after_ranked(0, self._rank(), self._run_handle, handle)
+        self._soon(self._rank(), self._run_handle, handle)
         return handle
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any,

@@ -26,7 +26,7 @@ class Kernel:
     to end the run (an event budget spent, a wall-clock deadline passed) or return the next count at which
     to be called. It costs the loop one integer comparison per event."""
 
-    __slots__ = ("now", "events", "next_checkpoint", "checkpoint", "_queue", "_counter", "_cancelled")
+    __slots__ = ("now", "events", "next_checkpoint", "checkpoint", "_queue", "_counter", "_cancelled", "_ready")
 
     def __init__(self, checkpoint: Callable[[int], int] | None = None, first_checkpoint: int = _NEVER) -> None:
         self.now = 0
@@ -36,6 +36,9 @@ class Kernel:
         self._queue: list[tuple[int, int, Callable[[Any], object], Any]] = []
         self._counter = count()
         self._cancelled: set[int] = set()
+        # Events due now, ranked (the asyncio mode's ready callbacks): they run before the clock moves again, and
+        # skip the main queue, whose tuples are longer and whose heap is deeper.
+        self._ready: list[tuple[int, Callable[[Any], object], Any]] = []
 
     def at(self, time: int, fn: Callable[[Any], object], arg: Any = None) -> int:
         """Call ``fn(arg)`` at virtual time ``time``; returns a handle for :meth:`cancel`."""
@@ -57,11 +60,16 @@ class Kernel:
         heappush(self._queue, (self.now + delay, seq, fn, arg))
         return seq
 
+    def soon(self, rank: int, fn: Callable[[Any], object], arg: Any = None) -> None:
+        """Call ``fn(arg)`` now, before the clock moves, in ``rank`` order (0 <= rank < 2**20) among what is
+        due now this way (ties: first scheduled first). Not cancellable: the caller skips what it no longer wants."""
+        heappush(self._ready, ((rank << 40) | next(self._counter), fn, arg))
+
     def cancel(self, handle: int) -> None:
         self._cancelled.add(handle)
 
     def pending(self) -> int:
-        return len(self._queue) - len(self._cancelled)
+        return len(self._queue) + len(self._ready) - len(self._cancelled)
 
     def run(self, until: int) -> None:
         """Process every event with time <= ``until``; the clock ends at ``until``.
@@ -70,17 +78,23 @@ class Kernel:
         clock at that event's time.
         """
         queue = self._queue
+        ready = self._ready
         cancelled = self._cancelled
         pop = heappop
         n = self.events
         limit = self.next_checkpoint
         try:
-            while queue and queue[0][0] <= until:
-                time, seq, fn, arg = pop(queue)
-                if cancelled and seq in cancelled:
-                    cancelled.discard(seq)
-                    continue
-                self.now = time
+            while True:
+                if ready:
+                    fn, arg = pop(ready)[1:]
+                elif queue and queue[0][0] <= until:
+                    time, seq, fn, arg = pop(queue)
+                    if cancelled and seq in cancelled:
+                        cancelled.discard(seq)
+                        continue
+                    self.now = time
+                else:
+                    break
                 n += 1
                 fn(arg)
                 if n >= limit:
