@@ -31,16 +31,12 @@ from .plan import is_client
 from .render import ACTION_STYLE, lane_order
 from .runner import RunResult
 from .scenario import PATH_LIMIT, one_line
-from .sim.trace import RESPONSE, Event
+from .sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, RESPONSE, SENT, STORED, Event,
+                        detail_args)
 
 # --- reading the raw trace ------------------------------------------------------------------------
-# The hosts and the network record a message event as a raw ``(template, *args)`` tuple (see
-# dst.sim.trace); these are the templates this module reads, and what their arguments are.
-SENT = "@ to $ (#)"  # (record, destination, key): a client's request, or the server's reply
-RECEIVED = "@ from $ (#)"  # (record, source, key): the server received a request
-OWN = "@ (#)"  # (record, key): the user sent one (to the server), or a client or the user received one
-RESOURCE_WRITE = "@ from $: @"  # (request, source, response): the resource received a write and answered it
-NETWORK = ("$->$ #", "$->$ # by $")  # (source, destination, key[, delay]): the network's doing to a message
+# The hosts and the network record a message event as a raw ``(template, *args)`` tuple; the templates and
+# what their arguments are belong to dst.sim.trace, the vocabulary's one owner.
 # The one fact read from formatted text: when a partition heals (its event says "until t=<ms>").
 _UNTIL = re.compile(r"until t=(\d+)$")
 
@@ -57,16 +53,6 @@ MESSAGE_KINDS = frozenset({"send", "recv", "reply"})
 # fault that says what a partition says (a loss).
 LOST = frozenset({*(kind.cuts_as for kind in FAULTS if kind.cuts_as),
                   *(kind.drawn_as for kind in FAULTS if kind.target == "net" and kind.merges_into)})
-
-
-def _detail_args(event: Event, template: str | tuple[str, ...]) -> tuple[Any, ...] | None:
-    """The arguments of a raw event recorded with ``template`` (one of several, for a tuple), or None."""
-    detail = event[3]
-    if detail.__class__ is str:
-        return None
-    if detail[0] == template or (isinstance(template, tuple) and detail[0] in template):
-        return tuple(detail[1:])
-    return None
 
 
 def _field(record: Any, name: str) -> Any:
@@ -122,18 +108,22 @@ def _server_replies(raw_trace: Sequence[Event]) -> Iterator[tuple[int, int, Any,
     for i, event in enumerate(raw_trace):
         if event[1] != "server":
             continue
-        received = _detail_args(event, RECEIVED)
+        received = detail_args(event, RECEIVED)
         if received is not None:
             requests[received[2]] = received[0]
             continue
-        reply = _detail_args(event, SENT)
+        reply = detail_args(event, SENT)
         if reply is not None:
             response, client, key = reply
             yield i, event[0], requests.get(key & ~RESPONSE), response, client
 
 
 def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
-    """Every lease the server granted, in grant order, from its replies (see the protocol note above)."""
+    """Every lease the server granted, in grant order: from what the store did, when the trace says it (the
+    asyncio mode observes the store), else from the server's replies (see the protocol note above)."""
+    stored = _stored_leases(raw_trace)
+    if stored:
+        return [_bar(lease, run_end) for lease in stored]
     live: dict[int, _Lease] = {}  # lease id -> its latest grant
     leases: list[_Lease] = []
     for i, now, request, response, client in _server_replies(raw_trace):
@@ -162,6 +152,31 @@ def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
             if target is not None:
                 _end(target, now, "released" if seat is None else "evicted", i)
     return [_bar(lease, run_end) for lease in leases]
+
+
+def _stored_leases(raw_trace: Sequence[Event]) -> list[_Lease]:
+    """The leases the store held, from the observer's events: stored, renewed, removed (by a release or the
+    reaper: the store does not say which)."""
+    live: dict[int, _Lease] = {}
+    leases: list[_Lease] = []
+    for i, event in enumerate(raw_trace):
+        if event[2] != "store":
+            continue
+        if (args := detail_args(event, STORED)) is not None:
+            lease_id, holder, _, limit, expiry = args
+            live[lease_id] = lease = _Lease(lease_id, holder, None, None, limit, [[event[0], expiry]], events=[i])
+            leases.append(lease)
+        elif (args := detail_args(event, RENEWED)) is not None and args[0] in live:
+            lease, (start, end) = live[args[0]], live[args[0]].spans[-1]
+            if event[0] >= end:
+                lease.spans.append([event[0], args[1]])  # it had lapsed: valid again from the renewal
+            else:
+                lease.spans[-1] = [start, args[1]]
+            lease.renewals.append(event[0])
+            lease.events.append(i)
+        elif (args := detail_args(event, REMOVED)) is not None and args[0] in live:
+            _end(live.pop(args[0]), event[0], "removed", i)
+    return leases
 
 
 def _occupant(leases: list[_Lease], limit: str | None, seat: int, now: int) -> _Lease | None:
@@ -323,25 +338,25 @@ def message_arrows(raw_trace: Sequence[Event]) -> list[Arrow]:
 
     for i, event in enumerate(raw_trace):
         actor, kind = event[1], event[2]
-        if (args := _detail_args(event, SENT)) is not None:
+        if (args := detail_args(event, SENT)) is not None:
             sent(i, args[2])
             if args[1] == "resource":
                 to_resource.setdefault(actor, []).append(i)
-        elif (args := _detail_args(event, RECEIVED)) is not None:
+        elif (args := detail_args(event, RECEIVED)) is not None:
             arrived(args[2], i)
-        elif (args := _detail_args(event, OWN)) is not None:
+        elif (args := detail_args(event, OWN)) is not None:
             if kind == "send":
                 sent(i, args[1])
             else:
                 arrived(args[1], i)
-        elif (args := _detail_args(event, RESOURCE_WRITE)) is not None:
+        elif (args := detail_args(event, RESOURCE_WRITE)) is not None:
             request, client = args[0], args[1]
             # The resource's event names no key: the write is the client's latest send of this request.
             j = next((j for j in reversed(to_resource.get(client, ())) if raw_trace[j][3][1] == request), None)
             if j is not None:
                 arrows.append(Arrow(j, i))
                 sent(i, key_of[j] | RESPONSE)  # its answer goes back under the request's key
-        elif kind in LOST and (args := _detail_args(event, NETWORK)) is not None:
+        elif kind in LOST and (args := detail_args(event, NETWORK)) is not None:
             arrived(args[2], i, lost=True)
     return arrows
 

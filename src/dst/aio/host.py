@@ -26,7 +26,8 @@ from ..models import ModelError
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
-from ..sim.trace import BACKGROUND, RESPONSE, format_time, message_key
+from ..sim.trace import (BACKGROUND, OWN, RECEIVED, RESPONSE, RESTARTED, SENT, SERVER_DOWN, format_time,
+                         message_key)
 from .loop import REQUEST, Loop, Process
 from .observe import Observer
 from .sandbox import where_raised
@@ -153,9 +154,9 @@ class Server(Process):
             return
         payload = message[3]
         if not self.up:
-            self.trace.append((self.kernel.now, "server", "drop", ("@: server down", payload)))
+            self.trace.append((self.kernel.now, "server", "drop", (SERVER_DOWN, payload)))
             return
-        self.trace.append((self.kernel.now, "server", "recv", ("@ from $ (#)", payload, message[0], message[2])))
+        self.trace.append((self.kernel.now, "server", "recv", (RECEIVED, payload, message[0], message[2])))
         self.serving += 1
         if self.ready:
             self._dispatch(message)
@@ -167,7 +168,7 @@ class Server(Process):
         if epoch == self.epoch:
             self.receive(message)
         else:
-            self.trace.append((self.kernel.now, "server", "drop", ("@: its process restarted", message[3])))
+            self.trace.append((self.kernel.now, "server", "drop", (RESTARTED, message[3])))
 
     def _dispatch(self, message: tuple) -> None:
         loop = self.loop
@@ -194,7 +195,7 @@ class Server(Process):
         self.serving -= 1
         self.ghost.handled(payload)
         if response is not None:
-            self.trace.append((self.kernel.now, "server", "reply", ("@ to $ (#)", response, message[0],
+            self.trace.append((self.kernel.now, "server", "reply", (SENT, response, message[0],
                                                                     message[2] | RESPONSE)))
             self.network.send(("server", message[0], message[2] | RESPONSE, response))
 
@@ -383,7 +384,7 @@ class Client(Process):
         key = message_key(self.job_step, kind, n)
         answer = loop.create_future()
         self.pending[key] = answer
-        self.trace.append((kernel.now, self.name, "send", ("@ to $ (#)", request, destination, key)))
+        self.trace.append((kernel.now, self.name, "send", (SENT, request, destination, key)))
         self.network.send((self.name, destination, key, request))
         timer = loop.call_later((self.timeout if timeout is None else timeout) / 1000, _time_out, answer)
         try:
@@ -399,7 +400,7 @@ class Client(Process):
         if answer is None or answer.done():
             return  # a late or duplicated response: nobody waits for it
         payload = message[3]
-        self.trace.append((self.kernel.now, self.name, "recv", ("@ (#)", payload, key)))
+        self.trace.append((self.kernel.now, self.name, "recv", (OWN, payload, key)))
         self.loop.process = self
         answer.set_result(payload)
 

@@ -18,7 +18,8 @@ from typing import Hashable, Iterable, Protocol
 
 import attrs
 
-from ..sut import Clock, Facts, LeaseView, format_time
+from ..sim.trace import REMOVED, RENEWED, STORED
+from ..sut import Clock, Facts, LeaseView
 
 
 @attrs.frozen
@@ -69,16 +70,15 @@ class Observer:
         at, trace = self.clock.now, self.trace
         for lease in sorted(before.keys() - now.keys()):  # gone first: a slot given back may be taken again at once
             row = before[lease]
-            trace.append((at, "server", "store", f"L{lease} removed ({row.holder}'s, {row.slots} of {row.limit})"))
+            trace.append((at, "server", "store", (REMOVED, lease, row.holder, row.slots, row.limit)))
             facts.lease_removed(lease)
             facts.slots_returned(lease, row.limit, row.slots)
         for lease in sorted(now.keys() - before.keys()):
             row = now[lease]
-            trace.append((at, "server", "store", f"L{lease} stored for {row.holder}: {row.slots} of {row.limit} until "
-                                                 f"t={format_time(row.expiry)}"))
+            trace.append((at, "server", "store", (STORED, lease, row.holder, row.slots, row.limit, row.expiry)))
             facts.slots_taken(lease, row.limit, row.slots)
             facts.lease_stored(lease, row.holder, row.limit, row.token, row.target)
         for lease in sorted(now.keys() & before.keys()):
             if now[lease].expiry != before[lease].expiry:
-                trace.append((at, "server", "store", f"L{lease} renewed until t={format_time(now[lease].expiry)}"))
+                trace.append((at, "server", "store", (RENEWED, lease, now[lease].expiry)))
                 facts.lease_renewed(lease, now[lease].limit)

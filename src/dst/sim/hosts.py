@@ -25,7 +25,8 @@ from .kernel import Kernel
 from .network import Network
 from .process import Targets
 from .store import RoundTrips
-from .trace import BACKGROUND, RESPONSE, format_time, message_key
+from .trace import (BACKGROUND, OWN, RECEIVED, RESOURCE_WRITE, RESPONSE, RESTARTED, SENT, SERVER_DOWN, format_time,
+                    message_key)
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
@@ -218,7 +219,7 @@ class ClientHost:
             self.sent[kind] = n + 1
             key = message_key(self.job_step, kind, n)
             self.pending = key
-            self.trace.append((kernel.now, self.name, "send", ("@ to $ (#)", request, command[1], key)))
+            self.trace.append((kernel.now, self.name, "send", (SENT, request, command[1], key)))
             self.network.send((self.name, command[1], key, request))
             kernel.after(self.timeout, self._wake, (self.wait, None))
         elif op == SLEEP:
@@ -244,7 +245,7 @@ class ClientHost:
             return  # a late or duplicated response: the job no longer waits for it
         self.pending = -1
         payload = message[3]
-        self.trace.append((self.kernel.now, self.name, "recv", ("@ (#)", payload, key)))
+        self.trace.append((self.kernel.now, self.name, "recv", (OWN, payload, key)))
         self._wake((self.wait, payload))
 
     def _stop_work(self) -> None:
@@ -346,9 +347,9 @@ class ServerHost:
             return
         payload = message[3]
         if not self.up:
-            self.trace.append((self.kernel.now, "server", "drop", ("@: server down", payload)))
+            self.trace.append((self.kernel.now, "server", "drop", (SERVER_DOWN, payload)))
             return
-        self.trace.append((self.kernel.now, "server", "recv", ("@ from $ (#)", payload, message[0], message[2])))
+        self.trace.append((self.kernel.now, "server", "recv", (RECEIVED, payload, message[0], message[2])))
         handle = self.routes.get(payload.__class__)
         if handle is None:
             raise TypeError(f"the service has no handler for {payload.__class__.__name__} requests "
@@ -362,7 +363,7 @@ class ServerHost:
         if epoch == self.epoch:
             self.receive(message)
         else:
-            self.trace.append((self.kernel.now, "server", "drop", ("@: its process restarted", message[3])))
+            self.trace.append((self.kernel.now, "server", "drop", (RESTARTED, message[3])))
 
     def _step(self, task: list) -> None:
         """Run the handler to its next await, then wait one store round trip (or its sleep) before the next step."""
@@ -392,7 +393,7 @@ class ServerHost:
                 self.serving -= 1
                 self.ghost.handled(message[3])
             if message is not None and response is not None:
-                self.trace.append((self.kernel.now, "server", "reply", ("@ to $ (#)", response, message[0], message[2] | RESPONSE)))
+                self.trace.append((self.kernel.now, "server", "reply", (SENT, response, message[0], message[2] | RESPONSE)))
                 self.network.send(("server", message[0], message[2] | RESPONSE, response))
             return
         self.ghost.settle()
@@ -451,7 +452,7 @@ class UserHost:
     def _send(self, step_id: int, n: int, request: Any) -> None:
         key = message_key(step_id, request.kind, n)
         self.pending[key] = (step_id, n, request)
-        self.trace.append((self.kernel.now, "user", "send", ("@ (#)", request, key)))
+        self.trace.append((self.kernel.now, "user", "send", (OWN, request, key)))
         self.network.send(("user", "server", key, request))
         self.kernel.after(self.timeout, self._timed_out, key)
 
@@ -462,7 +463,7 @@ class UserHost:
 
     def receive(self, message: tuple) -> None:
         if self.pending.pop(message[2] & ~RESPONSE, None) is not None:
-            self.trace.append((self.kernel.now, "user", "recv", ("@ (#)", message[3], message[2])))
+            self.trace.append((self.kernel.now, "user", "recv", (OWN, message[3], message[2])))
 
 
 class ResourceHost:
@@ -479,6 +480,6 @@ class ResourceHost:
 
     def receive(self, message: tuple) -> None:
         response = self.resource.write(message[3])
-        self.trace.append((self.kernel.now, "resource", "recv", ("@ from $: @", message[3], message[0], response)))
+        self.trace.append((self.kernel.now, "resource", "recv", (RESOURCE_WRITE, message[3], message[0], response)))
         self.ghost.settle()
         self.network.send(("resource", message[0], message[2] | RESPONSE, response))

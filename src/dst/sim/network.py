@@ -14,7 +14,7 @@ from typing import Callable
 
 from .kernel import Kernel
 from .rng import Keyed
-from .trace import format_time
+from .trace import CUT, DELAYED, format_time
 
 
 Message = tuple[str, str, int, object]
@@ -67,7 +67,7 @@ class Network:
         src, dst, key, payload = message
         kernel = self.kernel
         if self.partitioned and self.cut(src, dst):
-            self.trace.append((kernel.now, "net", "cut", ("$->$ #", src, dst, key)))
+            self.trace.append((kernel.now, "net", "cut", (CUT, src, dst, key)))
             return
         if self.pinned and key in self.pinned:
             self._send_pinned(message)
@@ -75,18 +75,18 @@ class Network:
         r = self.rng.bits(key)
         if (r >> 48) < self._loss_below:
             self.drawn.append((kernel.now, "lose", key, 0))
-            self.trace.append((kernel.now, "net", "lost", ("$->$ #", src, dst, key)))
+            self.trace.append((kernel.now, "net", "lost", (CUT, src, dst, key)))
             return
         latency = self.lo + r % self.span
         if ((r >> 32) & 0xFFFF) < self._delay_below:
             extra = self._delay_lo + self.rng.bits(key, 2) % self._delay_span
             self.drawn.append((kernel.now, "delay", key, extra))
             latency += extra
-            self.trace.append((kernel.now, "net", "delayed", ("$->$ # by $", src, dst, key, format_time(latency))))
+            self.trace.append((kernel.now, "net", "delayed", (DELAYED, src, dst, key, format_time(latency))))
         kernel.after(latency, self._deliver, message)
         if ((r >> 16) & 0xFFFF) < self._duplicate_below:
             self.drawn.append((kernel.now, "duplicate", key, 0))
-            self.trace.append((kernel.now, "net", "duplicated", ("$->$ #", src, dst, key)))
+            self.trace.append((kernel.now, "net", "duplicated", (CUT, src, dst, key)))
             kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
 
     def _send_pinned(self, message: Message) -> None:
@@ -96,20 +96,20 @@ class Network:
         lost, extra, twice = self.pinned[key]
         if lost:
             self.drawn.append((kernel.now, "lose", key, 0))
-            self.trace.append((kernel.now, "net", "lost", ("$->$ #", src, dst, key)))
+            self.trace.append((kernel.now, "net", "lost", (CUT, src, dst, key)))
             return
         latency = self.lo + self.rng.bits(key) % self.span + extra
         if extra:
             self.drawn.append((kernel.now, "delay", key, extra))
-            self.trace.append((kernel.now, "net", "delayed", ("$->$ # by $", src, dst, key, format_time(latency))))
+            self.trace.append((kernel.now, "net", "delayed", (DELAYED, src, dst, key, format_time(latency))))
         kernel.after(latency, self._deliver, message)
         if twice:
             self.drawn.append((kernel.now, "duplicate", key, 0))
-            self.trace.append((kernel.now, "net", "duplicated", ("$->$ #", src, dst, key)))
+            self.trace.append((kernel.now, "net", "duplicated", (CUT, src, dst, key)))
             kernel.after(self.lo + self.rng.bits(key, 1) % self.span, self._deliver, message)
 
     def _deliver(self, message: Message) -> None:
         if self.partitioned and self.cut(message[0], message[1]):
-            self.trace.append((self.kernel.now, "net", "cut", ("$->$ #", message[0], message[1], message[2])))
+            self.trace.append((self.kernel.now, "net", "cut", (CUT, message[0], message[1], message[2])))
             return
         self.endpoints[message[1]](message)

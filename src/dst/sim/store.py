@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .kernel import Kernel
 from .rng import Keyed
-from .trace import format_time
+from .trace import SLOW, format_time
 
 RANKS = 1 << 20
 _SLOW = 1 << 40  # salts the draw that decides whether a store round trip is slow
@@ -65,6 +65,6 @@ class RoundTrips:
                 extra = self._slow_lo + r % self._slow_span
         if extra:
             self.drawn.append((self.kernel.now, key, n, extra))
-            self.trace.append((self.kernel.now, "server", "slow", ("# round trip $ slower by $", key, n,
+            self.trace.append((self.kernel.now, "server", "slow", (SLOW, key, n,
                                                                    format_time(extra))))
         return extra

@@ -3,7 +3,7 @@
 An entry is a tuple ``(time_ms, actor, kind, detail)``. On the hot path ``detail`` is
 recorded raw, as a tuple ``(template, *args)``, and only turned into text when someone
 reads it: in the template ``@`` is the next argument's ``describe()``, ``#`` a message key
-(``17.3.0``) and ``$`` the argument as it is. Rare events record a plain string. Every
+(``17.3.0``), ``%`` a virtual time in ms (``61.5s``) and ``$`` the argument as it is. Rare events record a plain string. Every
 argument is an int, a string or a frozen record whose ``repr`` names its fields, so the
 ``repr`` of the trace, and so its digest, is the same in every process.
 """
@@ -17,6 +17,35 @@ from ..sut import format_time
 
 Event = tuple[int, str, str, Any]  # detail: a string, or a raw (template, *args) tuple
 RESPONSE = 1 << 63
+
+
+# --- the vocabulary -------------------------------------------------------------------------------------
+# The templates of raw details, each with what its arguments are. The hosts, the network, the store and the
+# asyncio mode's observer write them; the causal slice and ``dst show`` read them back with detail_args.
+SENT = "@ to $ (#)"  # (record, destination, key): a client's request, or the server's reply
+RECEIVED = "@ from $ (#)"  # (record, source, key): the server received a request
+OWN = "@ (#)"  # (record, key): the user sent one (to the server), or a client or the user received one
+RESOURCE_WRITE = "@ from $: @"  # (request, source, response): the resource received a write and answered it
+CUT = "$->$ #"  # (source, destination, key): a message cut, lost or duplicated by the network
+DELAYED = "$->$ # by $"  # (source, destination, key, delay): a message delayed
+NETWORK = (CUT, DELAYED)
+SERVER_DOWN = "@: server down"  # (record,): a request the server was down for
+RESTARTED = "@: its process restarted"  # (record,): a request that waited in a paused process that restarted
+SLOW = "# round trip $ slower by $"  # (handler key, round trip, extra): a slow store round trip
+# What the asyncio mode's observer saw the store do (the server's own doing: a reaper's removal shows too).
+STORED = "L$ stored for $: $ of $ until t=%"  # (lease, holder, slots, limit, expiry ms)
+RENEWED = "L$ renewed until t=%"  # (lease, expiry ms)
+REMOVED = "L$ removed ($'s, $ of $)"  # (lease, holder, slots, limit)
+
+
+def detail_args(event: Event, template: str | tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The arguments of a raw event recorded with ``template`` (one of several, for a tuple), or None."""
+    detail = event[3]
+    if detail.__class__ is str:
+        return None
+    if detail[0] == template or (isinstance(template, tuple) and detail[0] in template):
+        return tuple(detail[1:])
+    return None
 
 
 def digest(events: Iterable[Event]) -> str:
@@ -54,7 +83,7 @@ def keys_in(detail: Any) -> Iterator[int]:
     """The message keys a raw detail names (the arguments of its template's ``#``)."""
     if detail.__class__ is str:
         return
-    for placeholder, arg in zip((ch for ch in detail[0] if ch in "@#$"), detail[1:]):
+    for placeholder, arg in zip((ch for ch in detail[0] if ch in "@#$%"), detail[1:]):
         if placeholder == "#":
             yield arg
 
@@ -83,6 +112,8 @@ def format_detail(detail: Any) -> str:
             out.append(key_name(next(args)))
         elif ch == "$":
             out.append(str(next(args)))
+        elif ch == "%":
+            out.append(format_time(next(args)))
         else:
             out.append(ch)
     return "".join(out)
