@@ -34,15 +34,15 @@ import attrs
 from . import __version__
 from .explore.fuzz import (SEEDS_SHOWN, FuzzResult, Outcome, Shard, StopRequest, Tally, Terminated, campaign,
                           count_seeds, drive, ended, pick, seeds, tallied, worker_pool)
+from .errors import UserError
 from .explore.cluster import ClusterError, ClusterExecutor
 from .explore.reproduce import command as reproduce_command
 from .explore.swarm import swarm
-from .invariants.situations import catalogue
-from .findings import FindingError, FolderError, ready
+from .findings import FindingError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration, shorten
 from .runner import RunResult, check, run
-from .scenario import EMBEDDED, Scenario, ScenarioError, load_scenario, one_line
+from .scenario import Scenario, load_scenario, one_line
 from .sim.trace import Event, first_difference, format_event
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
@@ -52,8 +52,10 @@ MAX_WORKERS = 1024
 DEFAULT_WORKERS = min(os.cpu_count() or 1, MAX_WORKERS)
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """A bad flag or input: one line for the user, exit code 2."""
+
+    prefix = ""  # its message names the command itself
 
 
 class _Parser(argparse.ArgumentParser):
@@ -284,11 +286,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return args.handler(args)
     except SystemExit as e:  # argparse's --help and --version
         return e.code if isinstance(e.code, int) else EXIT_OK
-    except UsageError as e:
-        _error(str(e))
-        return EXIT_USAGE
-    except (ScenarioError, FindingError, ModelError, FolderError, ClusterError) as e:
-        _error(f"dst: {e}")
+    except UserError as e:  # a bad flag, file, model, folder, page, shard or cluster: one line, exit 2
+        _error(e.line())
         return EXIT_USAGE
     except Terminated:
         _error("dst: terminated")
@@ -570,13 +569,10 @@ def _cluster(args: argparse.Namespace) -> ClusterExecutor | None:
 
 def _junit_ready(args: argparse.Namespace) -> None:
     """A --junit file that could not be written is said before any seed runs."""
-    from .junit import JUnitError, junit_ready
+    from .junit import junit_ready
 
     if args.junit is not None:
-        try:
-            junit_ready(args.junit)
-        except JUnitError as e:
-            raise UsageError(f"dst: {e}") from None
+        junit_ready(args.junit)
 
 
 def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
@@ -661,7 +657,7 @@ class _Recorder:
         self.written: dict[str, Any] = {}  # signature -> Recorded
 
     def consider(self, outcome: Outcome, tally: Tally) -> None:
-        from .explore.record import minimize, record
+        from .explore.record import minimize
 
         sig = outcome.signature or ""
         if self.tried.get(sig, 0) >= self.args.shrink_candidates:
@@ -696,18 +692,15 @@ class _Recorder:
 # --- dst merge ------------------------------------------------------------------------------------
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from .explore.merge import MergeError, merge_reports, parse_report
+    from .explore.merge import merge_reports, parse_report
     from .scenario import PATH_LIMIT, read_text
 
     _junit_ready(args)
     reports = []
-    try:
-        for name in args.files:
-            where = one_line(name, PATH_LIMIT)
-            reports.append((where, parse_report(read_text(name), where)))
-        report = merge_reports(reports)
-    except MergeError as e:
-        raise UsageError(f"dst: {e}") from None
+    for name in args.files:
+        where = one_line(name, PATH_LIMIT)
+        reports.append((where, parse_report(read_text(name), where)))
+    report = merge_reports(reports)
     if not _publish(args, report):
         return EXIT_USAGE
     return EXIT_VIOLATION if report["violations"] else EXIT_OK
@@ -802,7 +795,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     import shlex
 
     from .render import plain
-    from .show import PageError, Source, check_output, default_name, page_data, render_page, write_page
+    from .show import Source, check_output, default_name, page_data, render_page, write_page
     from .sim.trace import format_time
 
     if args.file is not None and (args.seed is not None or args.scenario is not None or args.bug or args.swarm):
@@ -820,10 +813,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         scenario = _scenario(args)
         name = default_name(scenario.name, "seed", args.seed, *args.bug, "swarm" if args.swarm else "")
     path = args.output if args.output is not None else Path(name)
-    try:
-        check_output(path, force=args.force)  # said now, before the run
-    except PageError as e:
-        raise UsageError(f"dst show: {e}") from None
+    check_output(path, force=args.force)  # said now, before the run
     if args.file is not None:
         outcome = replay(finding)
         result, every_step = outcome.result, True
@@ -834,10 +824,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         source = Source(f"{scenario.name}, seed {args.seed}",
                         reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model))
     data = page_data(result, source, every_step=every_step)
-    try:
-        write_page(path, render_page(data), force=args.force)
-    except PageError as e:
-        raise UsageError(f"dst show: {e}") from None
+    write_page(path, render_page(data), force=args.force)
     console = _console()
     console.print(plain(("wrote ", "bold"), (str(path), "cyan")))
     v = result.violation
@@ -853,21 +840,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _show_campaign(args: argparse.Namespace) -> int:
     """A campaign's report as a page: its coverage, what it never reached, what it found."""
     from .campaign_page import campaign_page
-    from .explore.merge import MergeError, parse_report
+    from .explore.merge import parse_report
     from .render import plain
     from .scenario import PATH_LIMIT, read_text
-    from .show import PageError, default_name, write_page
+    from .show import default_name, write_page
 
     where = one_line(args.file, PATH_LIMIT)
-    try:
-        report = parse_report(read_text(args.file), where)
-    except MergeError as e:
-        raise UsageError(f"dst: {e}") from None
+    report = parse_report(read_text(args.file), where)
     path = args.output if args.output is not None else Path(default_name(Path(args.file).stem))
-    try:
-        write_page(path, campaign_page(report), force=args.force)
-    except PageError as e:
-        raise UsageError(f"dst show: {e}") from None
+    write_page(path, campaign_page(report), force=args.force)
     _console().print(plain(("wrote ", "bold"), (str(path), "cyan")))
     return EXIT_OK
 

@@ -13,10 +13,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from .errors import UserError
 from .scenario import PATH_LIMIT, one_line
 
 
-class JUnitError(ValueError):
+class JUnitError(UserError):
     """The JUnit file cannot be written there; ``str()`` is one line (exit 2)."""
 
 

@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Any
 
+from .errors import UserError
 from .sut import Model
 
 DEFAULT_IMPL = "dst.reference:model"
@@ -21,7 +22,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_
 _cache: dict[str, Model[Any]] = {}
 
 
-class ModelError(ValueError):
+class ModelError(UserError):
     """The named model cannot be loaded or cannot run what was asked; ``str()`` is one line (exit 2)."""
 
 

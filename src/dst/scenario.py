@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import attrs
 
+from .errors import UserError
 from .faults import SCHEDULED
 from .invariants import INVARIANT_IDS, RUN_INVARIANTS  # noqa: F401  (RUN_INVARIANTS: re-exported)
 from .models import DEFAULT_IMPL, ModelError, resolve
@@ -33,7 +34,7 @@ Range = tuple[int, int]
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UserError):
     """A scenario file is malformed; ``str()`` is the one line to show the user."""
 
 

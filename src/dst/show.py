@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import attrs
 
+from .errors import UserError
 from .causal import STEP_KINDS, causal_slice
 from .faults import FAULTS, FaultKind, fault_of
 from .plan import is_client
@@ -521,8 +522,10 @@ def read_page_data(page: str) -> Any:
 
 # --- writing it -----------------------------------------------------------------------------------
 
-class PageError(Exception):
+class PageError(UserError):
     """The page cannot be written where asked; ``str()`` is the one line to show (exit 2)."""
+
+    prefix = "dst show: "
 
 
 def default_name(*parts: object) -> str:

@@ -17,6 +17,8 @@ import warnings
 from concurrent.futures import Executor, Future, InvalidStateError
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from ..errors import UserError
+
 if TYPE_CHECKING:
     from distributed import Client
 
@@ -27,7 +29,7 @@ CLOSE_TIMEOUT = 5.0  # seconds to say goodbye to the scheduler; a campaign's sum
 EXTRA_MISSING = '--cluster needs the cluster extra: pip install "dst[cluster]"'
 
 
-class ClusterError(Exception):
+class ClusterError(UserError):
     """The cluster cannot be used, or failed a task: one line for the user (exit 2)."""
 
 

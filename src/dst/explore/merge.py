@@ -13,11 +13,12 @@ import math
 import re
 from typing import Any, Callable, Iterable, Sequence
 
+from ..errors import UserError
 from ..plan import shorten
 from .fuzz import SEEDS_SHOWN
 
 
-class MergeError(ValueError):
+class MergeError(UserError):
     """A report that is not a ``dst fuzz --json`` report, or reports that do not make one campaign; ``str()``
     is one line naming the file, the key and what was expected."""
 

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
+from ..errors import UserError
 from .. import __version__
 from ..faults import FAULTS, fault_of
 from ..invariants import BY_ID
@@ -36,7 +37,7 @@ FORMAT = 1
 _NAME = re.compile(r"^(\d{3,})-[a-z0-9-]+\.toml$")
 
 
-class FindingError(ValueError):
+class FindingError(UserError):
     """A finding file is malformed; ``str()`` is the one line to show the user (exit 2)."""
 
 
@@ -176,7 +177,7 @@ def existing(directory: Path) -> dict[str, Path]:
     return found
 
 
-class FolderError(ValueError):
+class FolderError(UserError):
     """The findings folder cannot take a finding; ``str()`` is one line (exit 2, before a campaign starts)."""
 
 
