@@ -11,7 +11,7 @@ import dst
 def test_the_public_names_are_pinned():
     assert sorted(dst.__all__) == sorted([
         "Bounds", "Bug", "Env", "Finding", "FindingError", "FuzzResult", "Group", "Model", "ModelError", "Replay", "RunResult", "Scenario",
-        "ScenarioError", "Outcome", "Shrunk", "Step", "System", "ViolationReport", "__version__", "fuzz", "load_scenario", "parse_scenario",
+        "ScenarioError", "Outcome", "Shrunk", "Step", "System", "UserError", "ViolationReport", "__version__", "fuzz", "load_scenario", "parse_scenario",
         "read_finding", "replay", "run", "save_finding", "shrink", "strategies",
     ])
     for name in dst.__all__:

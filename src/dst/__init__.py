@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .explore.shrink import Shrunk, shrink
     from .findings.files import Finding, FindingError, read as read_finding
     from .findings.replay import Replay, replay
+    from .errors import UserError
     from .models import ModelError
     from .plan import Step
     from .runner import RunResult, ViolationReport, run
@@ -44,6 +45,7 @@ _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (mo
     "replay": "dst.findings",
     "read_finding": ("dst.findings", "read"),
     "ModelError": "dst.models",
+    "UserError": "dst.errors",
     "RunResult": "dst.runner",
     "ViolationReport": "dst.runner",
     "run": "dst.runner",
@@ -69,7 +71,7 @@ _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (mo
 
 __all__ = [  # a literal list: type checkers read it as what the package exports (mypy --strict too)
     "Bounds", "Bug", "Env", "Finding", "FindingError", "FuzzResult", "Group", "Model", "ModelError",
-    "Outcome", "Replay", "RunResult", "Scenario", "ScenarioError", "Shrunk", "Step", "System",
+    "Outcome", "Replay", "RunResult", "Scenario", "ScenarioError", "Shrunk", "Step", "System", "UserError",
     "ViolationReport", "__version__", "fuzz", "load_scenario", "parse_scenario", "read_finding", "replay",
     "run", "save_finding", "shrink", "strategies",
 ]
