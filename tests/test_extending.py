@@ -22,7 +22,7 @@ def test_a_fault_kind_is_named_only_by_its_record_and_the_hosts_that_carry_it_ou
     for kind in FAULTS:
         for word in {kind.name, kind.action}:
             assert _files_naming(rf"[\"']{word}[\"']") <= {"faults.py", "sim/hosts.py", "sim/network.py",
-                                                             "sim/store.py", "aio/host.py"}, word
+                                                             "sim/store.py", "sim/process.py", "aio/host.py"}, word
 
 
 def test_an_invariant_id_is_named_only_by_its_unit_the_bugs_that_break_it_and_the_cases_that_test_it():

@@ -20,7 +20,7 @@ import contextvars
 from collections import deque
 from typing import Any, Callable, Mapping
 
-from ..sim.process import Targets
+from ..sim.process import ClientLifecycle, Targets
 from ..invariants.ghost import FactsGate
 from ..models import ModelError
 from ..sim.kernel import Kernel
@@ -228,7 +228,7 @@ def _resolve(future: asyncio.Future[Any]) -> None:
         future.set_result(None)
 
 
-class Client(Process):
+class Client(Process, ClientLifecycle):
     __slots__ = ("kernel", "loop", "network", "trace", "ghost", "make_job", "timeout", "alive", "incarnation",
                  "jobs", "job", "job_step", "sent", "pending", "working", "work_end", "work_wait", "targets",
                  "wall_offset", "ended", "last_active")
@@ -257,52 +257,6 @@ class Client(Process):
         self.wall_offset = 0
         self.ended: dict[str, int] = {}
         self.last_active = 0
-
-    @property
-    def now(self) -> int:
-        """The client's wall clock (a clock skew sets it back)."""
-        return self.kernel.now + self.wall_offset
-
-    @property
-    def paused(self) -> bool:
-        return self.paused_until > self.kernel.now
-
-    @property
-    def idle(self) -> bool:
-        return not self.alive or (self.job is None and not self.jobs and not self.paused)
-
-    def _skip_if_dead(self, what: str) -> bool:
-        if not self.alive:
-            self.trace.append((self.kernel.now, self.name, "skip", f"{what}: the client crashed for good"))
-        return not self.alive
-
-    def skew(self, by: int) -> None:
-        if self._skip_if_dead("clock skew"):
-            return
-        self.wall_offset -= by
-        self.trace.append((self.kernel.now, self.name, "clock-skew", f"wall clock set back to t={format_time(self.now)}"))
-
-    def submit(self, step: Any) -> None:
-        if self._skip_if_dead(f"step {step.id}"):
-            return
-        self.jobs.append(step)
-        if self.job is None and not self.paused:
-            self._next_job()
-
-    def crash(self) -> None:
-        if self._skip_if_dead("crash"):
-            return
-        self.trace.append((self.kernel.now, self.name, "crash", f"incarnation {self.incarnation}"))
-        self._die()
-
-    def restart(self) -> None:
-        if self._skip_if_dead("restart"):
-            return
-        self.trace.append((self.kernel.now, self.name, "restart",
-                           f"incarnation {self.incarnation} -> {self.incarnation + 1}"))
-        self._die()
-        self.alive = True
-        self.incarnation += 1
 
     def _die(self) -> None:
         self.last_active = self.kernel.now

@@ -62,6 +62,20 @@ class Process:
         await asyncio.sleep(0)
 
 
+def _fill(handle: Any, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
+          context: contextvars.Context | None, process: Process) -> None:
+    # asyncio's Handle.__init__, less its debug lookup (this runs for every callback), plus the owner.
+    handle._context = context if context is not None else contextvars.copy_context()
+    handle._loop = loop
+    handle._callback = callback
+    handle._args = args
+    handle._cancelled = False
+    handle._repr = None
+    handle._source_traceback = None
+    handle._process = process
+    handle._epoch = process.epoch
+
+
 class _Handle(asyncio.Handle):
     __slots__ = ("_process", "_epoch")
     _process: Process
@@ -69,16 +83,7 @@ class _Handle(asyncio.Handle):
 
     def __init__(self, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
                  context: contextvars.Context | None, process: Process) -> None:
-        # asyncio's own __init__, less its debug lookup (this is made for every callback), plus the owner.
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
-        self._process = process
-        self._epoch = process.epoch
+        _fill(self, callback, args, loop, context, process)
 
 
 class _Timer(asyncio.TimerHandle):
@@ -91,16 +96,8 @@ class _Timer(asyncio.TimerHandle):
                  context: contextvars.Context | None, process: Process) -> None:
         self._when = when
         self._scheduled = False
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
-        self._process = process
-        self._epoch = process.epoch
         self._seq = -1
+        _fill(self, callback, args, loop, context, process)
 
 
 # Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.

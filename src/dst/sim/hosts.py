@@ -23,7 +23,7 @@ from typing import Any, Callable
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network
-from .process import Targets
+from .process import ClientLifecycle, Targets
 from .store import RoundTrips
 from .trace import (BACKGROUND, OWN, RECEIVED, RESOURCE_WRITE, RESPONSE, RESTARTED, SENT, SERVER_DOWN, format_time,
                     message_key)
@@ -37,7 +37,7 @@ from .trace import (BACKGROUND, OWN, RECEIVED, RESOURCE_WRITE, RESPONSE, RESTART
 _NOTHING = object()
 
 
-class ClientHost:
+class ClientHost(ClientLifecycle):
     __slots__ = (
         "name", "kernel", "network", "trace", "ghost", "make_job", "timeout",
         "alive", "incarnation", "jobs", "job", "job_step", "sent", "wait", "pending",
@@ -69,59 +69,6 @@ class ClientHost:
         self.wall_offset = 0  # how far the client's wall clock is from the shared time (set back: negative)
         self.ended: dict[str, int] = {}  # how its jobs ended -> how many
         self.last_active = 0  # when its last job ended, or it died
-
-    # --- state a harness reads ------------------------------------------------------------
-
-    @property
-    def now(self) -> int:
-        """The client's wall clock (the host is the ``wall_clock`` its jobs read)."""
-        return self.kernel.now + self.wall_offset
-
-    def skew(self, by: int) -> None:
-        """The client's wall clock is set back by ``by`` (it keeps running from there)."""
-        if self._skip_if_dead("clock skew"):
-            return
-        self.wall_offset -= by
-        self.trace.append((self.kernel.now, self.name, "clock-skew", f"wall clock set back to t={format_time(self.now)}"))
-
-    @property
-    def paused(self) -> bool:
-        return self.paused_until > self.kernel.now
-
-    @property
-    def idle(self) -> bool:
-        """Nothing to do and nothing in progress (dead clients are idle)."""
-        return not self.alive or (self.job is None and not self.jobs and not self.paused)
-
-    # --- plan steps -----------------------------------------------------------------------
-
-    def submit(self, step: Any) -> None:
-        if self._skip_if_dead(f"step {step.id}"):
-            return
-        self.jobs.append(step)
-        if self.job is None and not self.paused:
-            self._next_job()
-
-    def crash(self) -> None:
-        """Gone for good: later steps for this client are skipped."""
-        if self._skip_if_dead("crash"):
-            return
-        self.trace.append((self.kernel.now, self.name, "crash", f"incarnation {self.incarnation}"))
-        self._die()
-
-    def restart(self) -> None:
-        """The process dies and a new incarnation starts with no memory of the old one."""
-        if self._skip_if_dead("restart"):
-            return
-        self.trace.append((self.kernel.now, self.name, "restart", f"incarnation {self.incarnation} -> {self.incarnation + 1}"))
-        self._die()
-        self.alive = True
-        self.incarnation += 1
-
-    def _skip_if_dead(self, what: str) -> bool:
-        if not self.alive:
-            self.trace.append((self.kernel.now, self.name, "skip", f"{what}: the client crashed for good"))
-        return not self.alive
 
     def _die(self) -> None:
         self.last_active = self.kernel.now

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from .kernel import Kernel
 from .network import Network
+from .trace import format_time
 
 
 class Targets:
@@ -65,6 +66,77 @@ class ClientProcess(Protocol):
         """Its wall clock is set back by ``by``."""
 
     def receive(self, message: tuple) -> None: ...
+
+
+class ClientLifecycle:
+    """What every kind of client process does the same way: its wall clock, its queue of plan steps, and dying
+    (for good, or into a new incarnation). A kind of client brings ``_next_job`` and ``_die`` (and its own
+    ``pause``), and the attributes these read."""
+
+    name: str
+    kernel: Kernel
+    trace: list[Any]
+    alive: bool
+    incarnation: int
+    jobs: Any  # a deque of plan steps
+    job: Any
+    paused_until: int
+    wall_offset: int
+
+    def _next_job(self) -> None:
+        raise NotImplementedError
+
+    def _die(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def now(self) -> int:
+        """The client's wall clock (the host is the ``wall_clock`` its jobs read)."""
+        return self.kernel.now + self.wall_offset
+
+    def skew(self, by: int) -> None:
+        """The client's wall clock is set back by ``by`` (it keeps running from there)."""
+        if self._skip_if_dead("clock skew"):
+            return
+        self.wall_offset -= by
+        self.trace.append((self.kernel.now, self.name, "clock-skew", f"wall clock set back to t={format_time(self.now)}"))
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_until > self.kernel.now
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to do and nothing in progress (dead clients are idle)."""
+        return not self.alive or (self.job is None and not self.jobs and not self.paused)
+
+    def submit(self, step: Any) -> None:
+        if self._skip_if_dead(f"step {step.id}"):
+            return
+        self.jobs.append(step)
+        if self.job is None and not self.paused:
+            self._next_job()
+
+    def crash(self) -> None:
+        """Gone for good: later steps for this client are skipped."""
+        if self._skip_if_dead("crash"):
+            return
+        self.trace.append((self.kernel.now, self.name, "crash", f"incarnation {self.incarnation}"))
+        self._die()
+
+    def restart(self) -> None:
+        """The process dies and a new incarnation starts with no memory of the old one."""
+        if self._skip_if_dead("restart"):
+            return
+        self.trace.append((self.kernel.now, self.name, "restart", f"incarnation {self.incarnation} -> {self.incarnation + 1}"))
+        self._die()
+        self.alive = True
+        self.incarnation += 1
+
+    def _skip_if_dead(self, what: str) -> bool:
+        if not self.alive:
+            self.trace.append((self.kernel.now, self.name, "skip", f"{what}: the client crashed for good"))
+        return not self.alive
 
 
 class ServerProcess(Protocol):
