@@ -68,3 +68,16 @@ def test_the_reapers_work_is_in_the_story():
     assert result.ok
     removed = [e for e in result.trace if e[2] == "store" and "removed" in e[3]]
     assert removed and removed[0][0] >= 10_000  # the crashed holder's lease, reaped after its TTL
+
+
+def test_dst_show_draws_the_leases_the_store_held():
+    from dst.show import lease_bars
+
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "20s"},
+             {"at": "1s", "actor": "c2", "action": "acquire", "work": "1s"}]
+    result = run(scripted(steps, ttl="10s", reaper_interval="5s"), 1)
+    bars = lease_bars(result.raw_trace, result.virtual_time)
+    first = bars[0]
+    assert (first.lease, first.holder, first.limit) == ("L1", "c1", "db")
+    assert len(first.renewals) >= 3 and first.ended == "removed"  # renewed every 5 s, then released
+    assert bars[1].holder == "c2" and bars[1].start > first.end  # c2 waited for the slot
