@@ -128,3 +128,13 @@ def test_one_seed_gives_the_same_bytes_twice_in_one_process():
              {"at": "500ms", "actor": "server", "action": "restart", "down": "1s"}]
     first, second = (run(scripted("probe", steps), 7) for _ in range(2))
     assert first.digest == second.digest
+
+
+def test_a_fault_aimed_at_await_strikes_as_the_process_next_resumes():
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+             {"at": "5ms", "actor": "server", "action": "pause", "for": "2s", "moment": "await"}]
+    result = run(scripted("probe", steps), 1)
+    [moment] = [e for e in result.trace if e[2] == "moment"]
+    [pause] = [e for e in result.trace if e[2] == "pause"]
+    assert moment[1] == "server" and moment[3].startswith("await:") and pause[0] == moment[0] >= 5
+    assert during(aio_models.LOG, "handling") == [moment[0] / 1000 + 2]  # the handler ran after the pause

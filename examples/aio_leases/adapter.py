@@ -157,4 +157,5 @@ def build(env: sut.Env[Options]) -> aio.System:
 
 model = sut.Model(build, options=Options, bugs=BUGS, scenarios="examples.aio_leases:scenarios",
                   description="an unmodified asyncio lease service: FastAPI, aiosqlite, a reaper task, httpx",
-                  client_moments=("granted", "before-release"))
+                  client_moments=("granted", "before-release", "await"),  # "await": any await of the client's
+                  server_moments=("await",))  # any await of the server's code: its next resumption

@@ -38,6 +38,31 @@ async def _never(loop: Loop) -> None:
     await loop.create_future()
 
 
+AWAIT = "await"  # the moment every await in the user's code is: a fault aimed at it strikes at the next resumption
+
+
+class _Targets(Targets):
+    """A process's armed faults; one aimed at ``await`` strikes as the process next resumes from any await."""
+
+    __slots__ = ("process",)
+
+    def __init__(self, process: Any) -> None:
+        super().__init__()
+        self.process = process
+
+    def arm(self, moment: str, what: str, fire: Callable[[], None]) -> None:
+        if moment != AWAIT:
+            super().arm(moment, what, fire)
+        elif self.process.at_await is None:
+            process = self.process
+
+            def strike() -> None:
+                process.trace.append((process.kernel.now, process.name, "moment", f"{AWAIT}: {what}"))
+                fire()
+
+            process.at_await = strike
+
+
 def _in_context(key: int) -> contextvars.Context:
     context = contextvars.copy_context()
     context.run(REQUEST.set, key)
@@ -64,7 +89,7 @@ class Server(Process):
         self.ready = False  # the factory has built the service of this boot
         self.boots = 0
         self.serving = 0
-        self.targets = Targets()
+        self.targets = _Targets(self)
         self.trip_counts: dict[int, int] = {}  # request key -> store round trips so far
         self.backlog: list[tuple] = []  # requests that arrived while the service was being built
         self.observer: Observer | None = None  # facts from what the store holds, for a service that reports none
@@ -253,7 +278,7 @@ class Client(Process, ClientLifecycle):
         self.working: Any = None
         self.work_end = 0
         self.work_wait: asyncio.Future[int] | None = None
-        self.targets = Targets()
+        self.targets = _Targets(self)
         self.wall_offset = 0
         self.ended: dict[str, int] = {}
         self.last_active = 0

@@ -46,10 +46,13 @@ class Process:
     """What the loop needs to know of a process: whether it is alive (its ``epoch``: a handle made in an older
     one belongs to a process that died), whether it is paused, and where its frozen handles wait."""
 
-    __slots__ = ("name", "epoch", "paused_until", "frozen", "tasks", "on_crash", "settle")
+    __slots__ = ("name", "epoch", "paused_until", "frozen", "tasks", "on_crash", "settle", "at_await")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # A fault aimed at the moment "await" strikes as the process next resumes from an await (its next
+        # callback): set while one is armed, so the loop pays one test per callback otherwise.
+        self.at_await: Callable[[], None] | None = None
         self.epoch = 0
         self.paused_until = -1
         self.frozen: list[Any] = []  # handles due while paused, in the order they fell due
@@ -204,6 +207,14 @@ class Loop(_LoopBase):
         if process.paused_until > self._kernel.now:
             process.frozen.append(handle)
             return
+        if process.at_await is not None:
+            strike, process.at_await = process.at_await, None
+            strike()
+            if process.epoch != handle._epoch:
+                return  # struck down: this callback belonged to the process that died
+            if process.paused_until > self._kernel.now:
+                process.frozen.append(handle)  # paused: it runs when the process resumes
+                return
         self.process = process
         self.current = handle
         try:  # asyncio's Handle._run, inlined: one frame less per callback
