@@ -35,7 +35,7 @@ from .sim.network import Network
 from .sim.process import ClientProcess, ServerProcess
 from .sim.rng import Streams
 from .sim.store import RoundTrips
-from .sim.trace import Event, digest, format_event, format_time, formatted, key_name
+from .sim.trace import SENT, Event, detail_args, digest, format_event, format_time, formatted, key_name
 from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
 
 if TYPE_CHECKING:
@@ -476,10 +476,10 @@ class Simulation:
         # a worker told of a run would not have stopped).
         stopped = {w.name: w.last_active for w in workers}
         told: dict[str, int] = {}
-        for time, actor, kind, detail in reversed(self.trace):  # once per run, when every worker has stopped
-            if kind == "reply" and actor == SERVER and detail[2] in stopped and detail[2] not in told \
-                    and time <= stopped[detail[2]]:
-                told[detail[2]] = time
+        for event in reversed(self.trace):  # once per run, when every worker has stopped
+            reply = detail_args(event, SENT) if event[2] == "reply" and event[1] == SERVER else None
+            if reply is not None and reply[1] in stopped and reply[1] not in told and event[0] <= stopped[reply[1]]:
+                told[reply[1]] = event[0]
                 if len(told) == len(stopped):
                     break
         return max(told[name] - 1 if name in told else last for name, last in stopped.items())

@@ -36,9 +36,12 @@ class ClientProcess(Protocol):
     name: str
     alive: bool
     incarnation: int
-    targets: Targets
     last_active: int  # when its last job ended, or it died
     ended: dict[str, int]  # how its jobs ended -> how many
+
+    @property
+    def targets(self) -> Targets:
+        """The faults armed for its next sensitive moments."""
 
     @property
     def now(self) -> int:
@@ -142,7 +145,9 @@ class ClientLifecycle:
 class ServerProcess(Protocol):
     """The server: it handles requests, runs its background work, and keeps its durable store."""
 
-    targets: Targets
+    @property
+    def targets(self) -> Targets:
+        """The faults armed for its next sensitive moments."""
 
     @property
     def idle(self) -> bool:
