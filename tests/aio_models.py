@@ -14,10 +14,12 @@ LEAK = [0]  # a module global the leaky model never resets
 
 
 def _when() -> object:
+    """Virtual seconds during the run; "after" once it is over (a dead task's coroutine closed at the end)."""
     try:
-        return asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         return "after"
+    return "after" if loop.is_closed() else loop.time()
 
 
 class Probe:
@@ -35,6 +37,7 @@ class Probe:
             raise
         finally:
             LOG.append(("finally", _when()))
+            LOG.append(("finally wall clock", time.time()))
         return Granted(1, 0, 1, 0)
 
     async def tick(self) -> None:

@@ -138,3 +138,15 @@ def test_a_fault_aimed_at_await_strikes_as_the_process_next_resumes():
     [pause] = [e for e in result.trace if e[2] == "pause"]
     assert moment[1] == "server" and moment[3].startswith("await:") and pause[0] == moment[0] >= 5
     assert during(aio_models.LOG, "handling") == [moment[0] / 1000 + 2]  # the handler ran after the pause
+
+
+def test_a_dead_process_s_last_words_reach_nothing_real():
+    # The handler dies mid-sleep with the server; its finally runs only once the run is over, when its coroutine
+    # is closed, and still inside the sandbox: it reads the virtual clock, not the real one.
+    from dst.aio import VIRTUAL_EPOCH_MS
+
+    run(scripted("probe", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+                           {"at": "500ms", "actor": "server", "action": "restart", "down": "1s"}]), 1)
+    log = dict(aio_models.LOG)
+    assert log["finally"] == "after"
+    assert abs(log["finally wall clock"] - VIRTUAL_EPOCH_MS / 1000) < 3600

@@ -424,7 +424,10 @@ class Simulation:
 
                 try:
                     with self.loop.running():  # the loop is asyncio's running loop, and the sandbox is up
-                        return self._run()
+                        try:
+                            return self._run()
+                        finally:  # what is still pending is dropped with the sandbox up: a dead process's
+                            self.loop.close()  # last words, if any, reach nothing real
                 except Refusal as refusal:  # the model asked for something real: one line, as a model error
                     raise ModelError(str(refusal)) from None
             return self._run()
