@@ -18,15 +18,28 @@ Two sorts of kind:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import Any, Callable, Literal, Protocol
 
 import attrs
 
 from .sim.process import Processes
 from .sim.trace import key_name, parse_key
 
-if TYPE_CHECKING:
-    from .plan import Step
+
+class Step(Protocol):
+    """What a fault reads of its plan step (a :class:`dst.plan.Step`, which imports this registry)."""
+
+    @property
+    def actor(self) -> str: ...
+
+    def arg(self, name: str, default: object = None) -> object: ...
+
+    def number(self, name: str, default: int = 0) -> int: ...
+
+    def text(self, name: str) -> str: ...
+
+    def as_job(self, action: str) -> object:
+        """The same step as a job of ``action`` with no arguments (keyed as this step)."""
 
 
 def _crash(sim: Processes, step: Step) -> None:
@@ -38,7 +51,7 @@ def _restart(sim: Processes, step: Step) -> None:
     host.restart()
     then = step.arg("then")
     if then is not None:  # the new incarnation's first job (a worker serves again), keyed by this step
-        host.submit(attrs.evolve(step, action=str(then), args=()))
+        host.submit(step.as_job(str(then)))
 
 
 def _pause(sim: Processes, step: Step) -> None:

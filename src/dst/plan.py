@@ -130,6 +130,10 @@ class Step:
         assert isinstance(value, str)
         return value
 
+    def as_job(self, action: str) -> Step:
+        """The same step as a job of ``action`` with no arguments (a restart's ``then``: keyed as this step)."""
+        return attrs.evolve(self, action=action, args=())
+
     def describe(self) -> str:
         parts = [f"t={format_duration(self.at)}", self.actor, self.action]
         kinds = ACTIONS[self.action][1]
