@@ -81,3 +81,15 @@ def test_dst_show_draws_the_leases_the_store_held():
     assert (first.lease, first.holder, first.limit) == ("L1", "c1", "db")
     assert len(first.renewals) >= 3 and first.ended == "removed"  # renewed every 5 s, then released
     assert bars[1].holder == "c2" and bars[1].start > first.end  # c2 waited for the slot
+
+
+def test_a_server_crash_mid_transaction_rolls_it_back_and_frees_the_lock():
+    # Statements 50 ms apart: the acquire's transaction has taken the write lock and incremented the count
+    # when the server dies at 150 ms. SQLite rolls it back: no slot is counted without its lease, and the
+    # restarted server's transactions get the lock (the client's retry is granted).
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+             {"at": "150ms", "actor": "server", "action": "restart", "down": "1s"}]
+    result = run(scripted(steps, store_latency=["50ms", "50ms"]), 1)
+    assert result.ok and result.jobs == {"done": 1}
+    stored = [e for e in result.trace if e[2] == "store" and "stored" in e[3]]
+    assert len(stored) == 1 and stored[0][0] > 1150  # the one lease: granted to the retry, after the restart
