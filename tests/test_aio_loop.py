@@ -165,3 +165,26 @@ def test_the_loop_runs_asyncio_run_until_complete_and_refuses_run_forever():
     with pytest.raises(RuntimeError, match="drives this loop itself"):
         loop.run_forever()
     loop.close()
+
+
+def test_a_timer_re_armed_until_the_clock_reaches_its_deadline_does_not_spin():
+    # anyio's cancel scopes re-arm until loop.time() >= deadline; a deadline a float hair past a millisecond
+    # must not be rounded onto it, or the timer fires at the same instant forever.
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        deadline = 278.561 + 1e-10  # 278561.0000001 ms: within float error of 278,561 ms
+        fired = loop.create_future()
+
+        checks = []
+
+        def check() -> None:
+            checks.append(loop.time())
+            if loop.time() >= deadline or len(checks) > 100:  # the cap: a spin fails the test, not hangs it
+                fired.set_result(loop.time())
+            else:
+                loop.call_at(deadline, check)
+
+        loop.call_at(deadline, check)
+        return await fired
+
+    assert run(main(), seed=1) == 278.562

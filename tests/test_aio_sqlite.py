@@ -450,3 +450,33 @@ def test_the_crash_hook_rolls_back_what_had_not_committed(tmp_path: Path) -> Non
     with installed():
         rows, hooks = dst.aio.run(main(), seed=1)
     assert rows == [("committed",), ("after",)] and hooks == 1
+
+
+def test_a_busy_timeout_pragma_waits_in_virtual_time_not_real_time(tmp_path: Any) -> None:
+    # A pragma that sets SQLite's own busy handler (Prefect's setup sets 60 s) would sleep for real while another
+    # connection holds the lock: the drop-in takes it as its virtual wait instead.
+    path = str(tmp_path / "busy.db")
+
+    async def main() -> tuple[float, str]:
+        holder = await aiosqlite.connect(path, isolation_level=None)
+        waiter = await aiosqlite.connect(path, isolation_level=None)
+        await waiter.execute("PRAGMA busy_timeout = 3000")
+        await holder.execute("CREATE TABLE t (x)")
+        await holder.execute("BEGIN IMMEDIATE")
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        try:
+            await waiter.execute("BEGIN IMMEDIATE")
+            outcome = "got the lock"
+        except sqlite3.OperationalError as e:
+            outcome = str(e)
+        waited = loop.time() - began
+        await holder.close()
+        await waiter.close()
+        return waited, outcome
+
+    wall = time.perf_counter()
+    with installed():
+        waited, outcome = dst.aio.run(main(), seed=1)
+    assert outcome == "database is locked" and 3.0 <= waited < 3.1  # 3 s of virtual time
+    assert time.perf_counter() - wall < 1.0  # and no real wait

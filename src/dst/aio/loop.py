@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import contextvars
 import sys
+import warnings
 from asyncio import events
 from random import Random
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar
@@ -177,8 +178,11 @@ class Loop(_LoopBase):
         ms = int(x)
         if x - ms > 1e-6:  # never early; within float error of a millisecond is on it (0.025 + 0.005 is 30 ms)
             ms += 1
-        if ms < kernel.now:
-            ms = kernel.now
+        if ms <= kernel.now:
+            # Due now, or a hair after now: now, unless the deadline is later than the clock reads, if only by
+            # float error. Then the next millisecond: code that re-arms until loop.time() >= its deadline
+            # (anyio's cancel scopes) would otherwise re-arm at this same instant forever.
+            ms = kernel.now if when <= kernel.now / 1000 else kernel.now + 1
         timer = _Timer(ms / 1000, callback, args, self, context, self.process)
         timer._seq = kernel.at(ms, self._run_timer, timer)
         return timer
@@ -337,13 +341,20 @@ class Loop(_LoopBase):
         if self._closed:
             return
         self._closed = True
-        for task in _pending_tasks(self):
-            task._log_destroy_pending = False  # type: ignore[attr-defined]
-            coro = task.get_coro()
-            try:
-                coro.close()
-            except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
-                pass
+        unraisable = sys.unraisablehook
+        sys.unraisablehook = _quiet  # what a closed coroutine's frames let out as they go ("ignored GeneratorExit")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for task in _pending_tasks(self):
+                    task._log_destroy_pending = False  # type: ignore[attr-defined]
+                    coro = task.get_coro()
+                    try:
+                        coro.close()
+                    except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
+                        pass
+        finally:
+            sys.unraisablehook = unraisable
 
     async def shutdown_asyncgens(self) -> None:
         pass
@@ -439,6 +450,10 @@ def _nothing(self: Loop, *args: Any) -> bool:
 
 
 Loop.remove_reader = Loop.remove_writer = Loop.remove_signal_handler = _nothing
+
+
+def _quiet(unraisable: Any) -> None:
+    pass
 
 
 def _name_of(coro: Any) -> str:

@@ -430,7 +430,19 @@ class Connection:
             raise ValueError("Connection closed")
         async with self._lock:
             await round_trip()
-            return await self._retrying(kind, fn, *args)
+            result = await self._retrying(kind, fn, *args)
+            if args and args[0].__class__ is str and "busy_timeout" in args[0]:
+                self._virtual_busy_timeout()
+            return result
+
+    def _virtual_busy_timeout(self) -> None:
+        """``PRAGMA busy_timeout = N`` (SQLAlchemy's and Prefect's setup set one) would make SQLite's own busy
+        handler sleep for real: take N as this connection's virtual wait, and put SQLite's back to 0."""
+        conn = self._conn
+        (ms,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        if ms:
+            self._timeout_ms = int(ms)
+            conn.execute("PRAGMA busy_timeout = 0")
 
     async def _retrying(self, kind: int, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` now; if the database is locked where SQLite's busy handler would wait, wait a round trip
