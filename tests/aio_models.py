@@ -142,3 +142,43 @@ def build_leaky(env: sut.Env[object]) -> aio.System:
 
 
 leaky = sut.Model(build_leaky)
+
+
+def _sync_fastapi(inline: bool) -> sut.Model[object]:
+    """A FastAPI app with a plain-def dependency and a plain-def endpoint (FastAPI runs both in a thread pool)."""
+
+    def build(env: sut.Env[object]) -> aio.System:
+        async def server() -> object:
+            from fastapi import Depends, FastAPI
+
+            app = FastAPI()
+
+            def settings() -> dict[str, str]:
+                return {"answer": "42"}
+
+            @app.post("/ask")
+            def ask(config: dict[str, str] = Depends(settings)) -> dict[str, str]:
+                return config
+
+            async def to_thread() -> str:
+                return await asyncio.to_thread(lambda: "threaded")
+
+            @app.post("/thread")
+            async def thread() -> dict[str, str]:
+                return {"answer": await to_thread()}
+
+            return app
+
+        async def job(client: str, incarnation: int, order: sut.Order) -> str:
+            async with aio.http() as http:
+                first = (await http.post("/ask")).json()["answer"]
+                second = (await http.post("/thread")).json()["answer"]
+            return f"{first} {second}"
+
+        return aio.System(server=server, job=job, inline_threads=inline)
+
+    return sut.Model(build)
+
+
+sync_fastapi = _sync_fastapi(inline=True)
+sync_fastapi_refused = _sync_fastapi(inline=False)

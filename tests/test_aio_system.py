@@ -150,3 +150,12 @@ def test_a_dead_process_s_last_words_reach_nothing_real():
     log = dict(aio_models.LOG)
     assert log["finally"] == "after"
     assert abs(log["finally wall clock"] - VIRTUAL_EPOCH_MS / 1000) < 3600
+
+
+def test_thread_pool_work_runs_inline_when_the_system_asks_and_is_refused_otherwise(tmp_path, capsys):
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"}]
+    result = run(scripted("sync_fastapi", steps), 1)
+    assert result.jobs == {"42 threaded": 1}  # FastAPI's plain-def dependency and endpoint, and asyncio.to_thread
+    assert main(["run", "--seed", "1", "--scenario", scenario_file(tmp_path, "sync_fastapi_refused")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("dst: threading.Thread.start() called at ") and "inline_threads=True" in line

@@ -55,6 +55,9 @@ class System:
     # The service reports no facts: derive them from ``leases`` (a LeaseTable) after every server step.
     observe: bool = False
     folder: str | None = None  # the run's own folder (its durable state): the only place files may be written
+    # Run what the service hands to a thread pool (FastAPI's plain-def dependencies and endpoints through
+    # anyio.to_thread, loop.run_in_executor, asyncio.to_thread) inline on the loop, after a yield: see dst.aio.inline.
+    inline_threads: bool = False
 
 
 def _process() -> Any:

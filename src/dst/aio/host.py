@@ -458,4 +458,9 @@ def assemble(system: Any, kernel: Kernel, network: Network, trace: list, ghost: 
                             monotonic_ms=lambda: kernel.now, seed=streams.seed, folder=system.folder,
                             refused=loop.refuse),
                     installed()]
+    if system.inline_threads:
+        from .inline import InlineThreads
+
+        loop.inline = InlineThreads()
+        loop.patches.append(loop.inline)
     return loop, server, hosts

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar
 from ..sim.kernel import Kernel, StopRun
 from ..sim.rng import Keyed
 from ..sim.store import RANKS
-from .sandbox import Refusal, refusal
+from .sandbox import _EXECUTOR, _PROCESSES, _SIGNALS, _SOCKETS, Refusal, refusal
 
 T = TypeVar("T")
 
@@ -132,6 +132,7 @@ class Loop(_LoopBase):
         self.stopping: BaseException | None = None
         self.current: Any = None  # the handle running now (whose request a violation is detected in)
         self.patches: list[Any] = []  # entered with the loop by running(): the sandbox, the aiosqlite drop-in
+        self.inline: Any = None  # thread-pool work run inline (InlineThreads), when the system asks for it
         self._run_handle = self._run  # bound once: the hot path passes it to the kernel
         self._soon = kernel.soon
 
@@ -390,6 +391,14 @@ class Loop(_LoopBase):
         if self.stopping is None:
             self.stopping = error
 
+    def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Refused (threads run outside virtual time), unless the system asked for thread-pool work inline."""
+        if self.inline is not None and self.inline.active:
+            from .inline import inline
+
+            return self.create_task(inline(func, *args), name=getattr(func, "__qualname__", None))
+        raise self._refused("loop.run_in_executor()", _EXECUTOR)
+
     def refuse(self, refusal: Refusal) -> None:
         """Something real was asked for: the run ends with it, even if the caller swallows the exception."""
         self.stop_with(refusal)
@@ -407,25 +416,19 @@ class Loop(_LoopBase):
         return refused
 
 
-_SOCKETS = ("real sockets leave the simulation; call other hosts through dst's network (dst.aio.call, or the "
-            "httpx client dst.aio.http gives)")
-_SUBPROCESS = "a subprocess runs outside the simulation; model it as a host, or as a coroutine"
 # What a simulated run cannot have: the loop's method -> what to use instead. Each is refused in one line that
 # names the call and the user's line that made it, and the run ends with it (even if the caller swallows it).
 _REFUSED: dict[str, tuple[bool, str]] = {  # name -> (a coroutine method, what to use instead)
     "call_soon_threadsafe": (False, "no other thread runs here; use loop.call_soon"),
-    "run_in_executor": (False, "an executor runs on real threads, outside virtual time; make the call a coroutine, "
-                               "or use a drop-in that runs in the loop (dst.aio.sqlite for aiosqlite)"),
-    "set_default_executor": (False, "no executor runs in a simulated run"),
-    "add_signal_handler": (False, "signals belong to dst while it runs; a crash or a restart is a fault in the "
-                                  "scenario"),
+    "set_default_executor": (False, _EXECUTOR),
+    "add_signal_handler": (False, _SIGNALS),
     "add_reader": (False, _SOCKETS), "add_writer": (False, _SOCKETS),
     **{name: (True, _SOCKETS) for name in (
         "getaddrinfo", "getnameinfo", "create_connection", "create_server", "create_datagram_endpoint",
         "create_unix_connection", "create_unix_server", "sock_connect", "sock_recv", "sock_recv_into",
         "sock_recvfrom", "sock_sendall", "sock_sendto", "sock_accept", "sock_sendfile", "sendfile", "start_tls",
         "connect_accepted_socket", "connect_read_pipe", "connect_write_pipe")},
-    "subprocess_exec": (True, _SUBPROCESS), "subprocess_shell": (True, _SUBPROCESS),
+    "subprocess_exec": (True, _PROCESSES), "subprocess_shell": (True, _PROCESSES),
 }
 
 

@@ -82,9 +82,11 @@ class Refusal(RuntimeError):
 
 
 # What to use instead, by kind of call.
-_THREADS = "threads run outside virtual time; use asyncio tasks (asyncio.create_task)"
+_THREADS = ("threads run outside virtual time; use asyncio tasks (asyncio.create_task), or, for work handed to a "
+            "thread pool (FastAPI's plain def endpoints, asyncio.to_thread), dst.aio.System(inline_threads=True)")
 _EXECUTOR = ("an executor runs work on real threads or processes, outside virtual time; make the work a coroutine "
-             "and await it, or run it beside with asyncio.create_task")
+             "and await it, run it beside with asyncio.create_task, or run it inline with "
+             "dst.aio.System(inline_threads=True)")
 _SOCKETS = ("real sockets leave the simulation; call other hosts through dst's network (dst.aio.call, or the "
             "httpx client dst.aio.http gives)")
 _LOOKUPS = ("name lookups ask the real network; reach other hosts by name through dst's network (dst.aio.call, "
