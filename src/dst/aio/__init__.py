@@ -34,7 +34,7 @@ from .wire import HttpRequest, HttpResponse, RemoteError
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["System", "run", "call", "http", "work", "moment", "round_trip", "on_crash", "process_name", "lifespan",
+__all__ = ["System", "run", "call", "http", "transport", "work", "moment", "round_trip", "on_crash", "process_name", "lifespan",
            "virtual_ms", "LeaseRow", "LeaseTable", "RemoteError", "HttpRequest", "HttpResponse", "VIRTUAL_EPOCH_MS"]
 
 App = Any  # an ASGI application, or a Mapping[type, Callable[[request], Awaitable[response]]]
@@ -89,9 +89,15 @@ def http(base_url: str = f"http://{SERVER}", **kwargs: Any) -> httpx.AsyncClient
     """An ``httpx.AsyncClient`` whose requests go over dst's network from this client process."""
     import httpx
 
+    return httpx.AsyncClient(base_url=base_url, transport=transport(), **kwargs)
+
+
+def transport() -> httpx.AsyncBaseTransport:
+    """An httpx transport over dst's network from this client process, for a client library that makes its own
+    ``httpx.AsyncClient`` and takes a transport (``PrefectClient(api, httpx_settings={"transport": ...})``)."""
     from .net import Transport
 
-    return httpx.AsyncClient(base_url=base_url, transport=Transport(_process()), **kwargs)
+    return Transport(_process())
 
 
 async def work(handle: Any, ms: int) -> int:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import sys
 import warnings
 from asyncio import events
@@ -344,6 +345,8 @@ class Loop(_LoopBase):
         self._closed = True
         unraisable = sys.unraisablehook
         sys.unraisablehook = _quiet  # what a closed coroutine's frames let out as they go ("ignored GeneratorExit")
+        silenced = logging.root.manager.disable
+        logging.disable(logging.CRITICAL)  # and what they log (a web framework's "exception in request")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -356,6 +359,7 @@ class Loop(_LoopBase):
                         pass
         finally:
             sys.unraisablehook = unraisable
+            logging.disable(silenced)
 
     async def shutdown_asyncgens(self) -> None:
         pass

@@ -1,0 +1,223 @@
+"""Prefect's global concurrency limits (v2) with leases, installed from the package index, under dst.
+
+The server is Prefect's own (``server.py``): its FastAPI app, its SQLAlchemy models on SQLite through
+aiosqlite, its lease storage (in memory, or files under ``PREFECT_HOME``), its repossessor step. The
+clients behave as Prefect's do, through Prefect's own client code where it runs on an event loop:
+
+* **acquire**: ``ConcurrencySlotAcquisitionWithLeaseService.acquire`` (``prefect/concurrency/services.py``):
+  ``increment-with-lease``, and on a 423 (the limit is full) a sleep of the ``Retry-After`` it was told, until
+  the acquire timeout; through ``PrefectClient`` with its retries of timed-out requests;
+* **renew**: Prefect's renewal loop (``prefect/concurrency/_leases.py``) with its own constants (renew at 0.75 of
+  the lease duration, three attempts with jittered backoff). Prefect runs it on a thread with its sync client;
+  here it is the same loop as a task with the async client (a thread has no place in a simulated run). When it
+  gives up, a ``strict`` holder stops working, as ``raise_on_lease_renewal_failure`` makes Prefect's flow
+  engine do; by default, as Prefect's ``concurrency()``, it works on;
+* **release**: ``release_concurrency_slots_with_lease`` (``decrement-with-lease``).
+
+What the store holds (the invariants' books) is read on the adapter's own connection and from the lease
+storage after every step of the server: the limit's ``active_slots`` and the leases with their holders,
+slots and expiries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sqlite3
+import uuid
+from typing import Any, Hashable, Iterable
+
+from . import settings  # noqa: I001  # first: Prefect's settings before Prefect is imported
+
+import attrs
+import httpx
+import sqlalchemy.orm
+from prefect._internal.retries import exponential_backoff_with_jitter
+from prefect.client.orchestration import PrefectClient
+from prefect.concurrency import _leases as renewal
+from prefect.concurrency.services import ConcurrencySlotAcquisitionWithLeaseService
+from prefect.server.concurrency.lease_storage import memory as memory_storage
+from prefect.server.concurrency.lease_storage.filesystem import ConcurrencyLeaseStorage as FileLeases
+from prefect.types._concurrency import ConcurrencyLeaseHolder
+
+import prefect.server.database.orm_models  # noqa: F401  # the mappers, configured below
+
+from dst import aio, sut
+
+from . import server
+
+# SQLAlchemy configures its mappers on first use and names anonymous aliases with os.urandom: inside the
+# first run of a process that would draw from the run's seeded entropy, and the first run of a seed would
+# differ from the next (dst run --check-determinism says so). Configured here, outside any run.
+sqlalchemy.orm.configure_mappers()
+
+HOLDERS = uuid.UUID("5d1e0000-0000-4000-8000-000000000000")  # a client's holder id: uuid5(HOLDERS, "c1")
+
+
+@attrs.frozen
+class Options:
+    ttl: int = sut.option(60_000, "positive-duration", help="the lease_duration clients ask for (Prefect: at least 60s)")
+    repossessor_interval: int = sut.option(15_000, "positive-duration",
+                                           help="PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS")
+    strict: bool = sut.option(False, "flag", help="a holder stops working when its renewal gives up "
+                                                  "(raise_on_lease_renewal_failure); Prefect's default works on")
+
+    def __attrs_post_init__(self) -> None:
+        if self.ttl < 60_000:
+            raise sut.OptionError("ttl", "at least 60s (Prefect refuses a shorter lease_duration)")
+
+
+class Ids:
+    """Prefect's lease ids are UUIDs; dst's books speak small ints, in the order the leases were first seen."""
+
+    def __init__(self) -> None:
+        self.ints: dict[uuid.UUID, int] = {}
+
+    def of(self, lease: uuid.UUID) -> int:
+        return self.ints.setdefault(lease, len(self.ints) + 1)
+
+
+def holder(client: str) -> ConcurrencyLeaseHolder:
+    return ConcurrencyLeaseHolder(type="task_run", id=uuid.uuid5(HOLDERS, client))
+
+
+class Table:
+    """What Prefect's store holds: the counts in SQLite (``concurrency_limit_v2.active_slots``), the leases in its
+    lease storage (the in-memory singleton, or the files the filesystem storage writes)."""
+
+    def __init__(self, ids: Ids, clients: Iterable[str]) -> None:
+        self.ids = ids
+        self.conn: sqlite3.Connection | None = None
+        self.names = {uuid.uuid5(HOLDERS, c): c for c in clients}
+        self.limit_names: dict[str, str] = {}
+
+    def _db(self) -> sqlite3.Connection:
+        if self.conn is None:
+            self.conn = sqlite3.connect(settings.DB, timeout=0, isolation_level=None)
+        return self.conn
+
+    def _leases(self) -> list[Any]:
+        if settings.STORAGE == "memory":
+            store = memory_storage.ConcurrencyLeaseStorage._instance
+            return list(store.leases.values()) if store is not None else []
+        folder, found = os.path.join(settings.HOME, "concurrency_leases"), []
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            if name.endswith(".json") and name != "expirations.json":
+                try:
+                    with open(os.path.join(folder, name)) as f:
+                        found.append(FileLeases()._deserialize_lease(json.load(f)))
+                except (OSError, ValueError):
+                    pass  # a file being written: its rename makes it whole
+        return found
+
+    def version(self) -> Hashable:
+        data = self._db().execute("PRAGMA data_version").fetchone()[0]
+        return data, tuple((lease.id, lease.expiration) for lease in self._leases())
+
+    def _limit(self, limit_id: Any) -> str:
+        key = str(limit_id)
+        if key not in self.limit_names:
+            row = self._db().execute("SELECT name FROM concurrency_limit_v2 WHERE id = ?", (key,)).fetchone()
+            self.limit_names[key] = row[0] if row else key
+        return self.limit_names[key]
+
+    def leases(self) -> Iterable[aio.LeaseRow]:
+        rows = []
+        for lease in self._leases():
+            meta = lease.metadata
+            owner = self.names.get(meta.holder.id, str(meta.holder.id)) if meta and meta.holder else "?"
+            for limit_id in lease.resource_ids[:1]:  # one limit per lease here
+                rows.append(aio.LeaseRow(self.ids.of(lease.id), owner, self._limit(limit_id), meta.slots if meta else 0,
+                                         aio.virtual_ms(lease.expiration.timestamp())))
+        return rows
+
+    def count(self, limit: str) -> int:
+        row = self._db().execute("SELECT active_slots FROM concurrency_limit_v2 WHERE name = ?", (limit,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def expiry(self, lease: int) -> int | None:
+        found = [row.expiry for row in self.leases() if row.id == lease]
+        return found[0] if found else None
+
+    def lease_ids(self) -> list[int]:
+        return sorted(row.id for row in self.leases())
+
+
+async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: float, failed: asyncio.Event) -> None:
+    """Prefect's lease renewal loop (``_leases.py``: ``_lease_renewal_loop`` with
+    ``_renew_concurrency_lease_with_retries``), with its own constants, as a task: its thread's
+    ``stop_event.wait(d)`` is ``asyncio.sleep(d)``. It renews at once, then every 0.75 of the duration; after its
+    last attempt fails it sets ``failed`` (Prefect's ``_handle_lease_renewal_failure``) and stops."""
+    while True:
+        for attempt in range(renewal._RENEWAL_MAX_ATTEMPTS):
+            try:
+                await client.renew_concurrency_lease(lease_id=lease_id, lease_duration=ttl)
+                break
+            except Exception:  # what Prefect's loop catches: any failure of the call
+                if attempt == renewal._RENEWAL_MAX_ATTEMPTS - 1:
+                    failed.set()
+                    return
+                await asyncio.sleep(exponential_backoff_with_jitter(
+                    attempt, renewal._RENEWAL_RETRY_BASE_DELAY, renewal._RENEWAL_RETRY_MAX_DELAY))
+        await asyncio.sleep(ttl * renewal._RENEWAL_FRACTION)
+
+
+def build(env: sut.Env[Options]) -> aio.System:
+    o = env.options
+    template = settings.template()  # built once per process, before the first run
+    shutil.rmtree(settings.RUN, ignore_errors=True)
+    os.makedirs(settings.HOME)
+    shutil.copy(template, settings.DB)
+    ids = Ids()
+    table = Table(ids, (f"c{i}" for i in range(1, 257)))
+    limits, ttl = dict(env.limits), o.ttl / 1000
+
+    async def start() -> Any:
+        return await server.start(limits, o.repossessor_interval / 1000)
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        limit, slots, work = order.arg("limit"), order.arg("slots"), order.arg("work")
+        async with PrefectClient(api="http://server/api", httpx_settings={"transport": aio.transport()}) as prefect:
+            service = ConcurrencySlotAcquisitionWithLeaseService(frozenset([limit]))
+            service._client = prefect  # the service's own acquire loop, on this task (it runs on a thread in Prefect)
+            try:
+                response = await service.acquire(slots, "concurrency", timeout_seconds=env.workload.acquire_patience / 1000,
+                                                 lease_duration=ttl, strict=True, holder=holder(client))
+            except (TimeoutError, httpx.HTTPError) as e:
+                return f"gave up acquiring ({type(e).__name__})"
+            lease_id = uuid.UUID(response.json()["lease_id"])
+            await aio.moment("granted")
+            failed = asyncio.Event()
+            renewing = asyncio.create_task(renew_until_it_fails(prefect, lease_id, ttl, failed))
+            outcome, left = "done", work
+            while left > 0:
+                if o.strict and failed.is_set():
+                    outcome = "lease lost"
+                    break
+                piece = min(left, 1_000)
+                left -= piece - await aio.work(ids.of(lease_id), piece)
+            renewing.cancel()
+            await aio.moment("before-release")
+            try:
+                await prefect.release_concurrency_slots_with_lease(lease_id=lease_id)
+            except httpx.HTTPError as e:
+                return f"{outcome}; release failed ({type(e).__name__})"
+            return outcome if not failed.is_set() else f"{outcome}; renewal had failed"
+
+    def close() -> None:
+        if table.conn is not None:
+            table.conn.close()
+        shutil.rmtree(settings.RUN, ignore_errors=True)
+
+    return aio.System(server=start, job=job, leases=table, observe=True, folder=settings.RUN, close=close,
+                      reset=server.reset, inline_threads=True,  # FastAPI runs Prefect's plain-def dependencies so
+                      bounds=sut.Bounds(reclaim_within=o.ttl + o.repossessor_interval,
+                                        renew_every=int(o.ttl * renewal._RENEWAL_FRACTION)))
+
+
+model = sut.Model(build, options=Options, scenarios="examples.prefect_limits:scenarios",
+                  description="Prefect's global concurrency limits (v2) with leases: its own server and client code, "
+                              "from the package index",
+                  client_moments=("granted", "before-release", "await"), server_moments=("await",))

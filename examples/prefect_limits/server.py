@@ -1,0 +1,90 @@
+"""Prefect's own server code for global concurrency limits (v2) with leases, wired as a simulated process.
+
+Nothing of Prefect is copied or changed: this builds Prefect's FastAPI app (its REST API, with the
+``/v2/concurrency_limits`` router and its ``increment-with-lease``, ``leases/{id}/renew`` and
+``decrement-with-lease`` handlers), resets the module-level state a restarted server would not have, creates
+the limits through Prefect's model layer, and runs Prefect's repossessor step on its loop interval.
+
+* **The app**: ``create_app(ignore_cache=True)``; its lifespan is not run (it would run the migrations,
+  register blocks and start docket and every background service). Requests reach it through httpx's ASGI
+  support, one task each, as under uvicorn.
+* **The repossessor**: docket runs ``monitor_expired_leases`` as a perpetual task every
+  ``PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS`` and schedules one ``revoke_expired_lease`` task per
+  expired lease, keyed by the lease so that one runs at a time. The scheduling is replaced by a plain loop
+  that does the same (the scan, then a task per lease not already being revoked); the revoke step is
+  Prefect's own function, called as docket calls it.
+* **A restart** loses the process's memory: the in-memory lease storage is a class-level singleton, engines
+  and the database configuration are cached in module globals; :func:`reset` forgets them, as a new process
+  would not have them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any
+
+import prefect.locking._filelock as filelock
+import prefect.server.database.configurations as db_configurations
+import prefect.server.database.dependencies as db_dependencies
+from prefect.server import models
+from prefect.server.api.server import create_app
+from prefect.server.concurrency.lease_storage import get_concurrency_lease_storage
+from prefect.server.concurrency.lease_storage import memory as memory_storage
+from prefect.server.database import provide_database_interface
+from prefect.server.schemas.actions import ConcurrencyLimitV2Create
+from prefect.server.services.repossessor import revoke_expired_lease
+from prefect.utilities import asyncutils
+
+from .settings import HOME
+
+
+def reset() -> None:
+    """What a restarted server process does not have: the state Prefect keeps in module globals."""
+    memory_storage.ConcurrencyLeaseStorage._instance = None  # the in-memory leases (memory.py: a singleton)
+    memory_storage.ConcurrencyLeaseStorage._initialized = False
+    db_configurations.ENGINES.clear()  # engines cached per loop and URL: the dead process's pool
+    for key in list(db_dependencies.MODELS_DEPENDENCIES):
+        db_dependencies.MODELS_DEPENDENCIES[key] = None  # the database configuration, queries and ORM
+    asyncutils.EVENT_LOOP_GC_REFS.clear()
+    # The filesystem storage's lock (locking/_filelock.py) probes its holder with os.kill(pid, 0); every
+    # simulated process has this OS process's pid, and a dead server's lock file would look held for good. A new
+    # process finds the old one's pid dead: the leftover lock is stale, and it goes.
+    lock = os.path.join(HOME, "concurrency_leases", "expirations.lock")
+    if os.path.exists(lock):
+        os.remove(lock)
+    filelock._is_pid_alive = lambda pid: pid == os.getpid()
+
+
+async def create_limits(limits: dict[str, int]) -> None:
+    """The limits, created through Prefect's model layer (as ``POST /v2/concurrency_limits/`` would), once."""
+    db = provide_database_interface()
+    async with db.session_context(begin_transaction=True) as session:
+        have = {limit.name for limit in await models.concurrency_limits_v2.bulk_read_concurrency_limits(
+            session=session, names=sorted(limits))}
+        for name, size in sorted(limits.items()):
+            if name not in have:
+                await models.concurrency_limits_v2.create_concurrency_limit(
+                    session=session, concurrency_limit=ConcurrencyLimitV2Create(name=name, limit=size))
+
+
+async def repossessor(every: float) -> None:
+    """Prefect's repossessor on its loop interval: the scan of expired leases, then one revoke task per lease that
+    none is revoking yet (docket's key-based deduplication)."""
+    revoking: dict[uuid.UUID, asyncio.Task[None]] = {}
+    while True:
+        await asyncio.sleep(every)
+        for lease_id in await get_concurrency_lease_storage().read_expired_lease_ids():
+            if lease_id in revoking and not revoking[lease_id].done():
+                continue
+            revoking[lease_id] = asyncio.create_task(revoke_expired_lease(
+                lease_id, db=provide_database_interface(), lease_storage=get_concurrency_lease_storage()))
+
+
+async def start(limits: dict[str, int], repossessor_every: float) -> Any:
+    """One boot of the server process: its memory new, its database file as the last process left it."""
+    reset()
+    await create_limits(limits)
+    asyncio.get_running_loop().create_task(repossessor(repossessor_every))
+    return create_app(ignore_cache=True, ephemeral=True)
