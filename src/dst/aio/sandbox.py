@@ -43,7 +43,7 @@ put back.
 
 Why not time-machine: it patches C function pointers too, but not ``monotonic`` or ``perf_counter`` (what
 asyncio and most timeouts read), so it would be a second mechanism and a dependency for half of the clocks.
-The figures behind the choice: ``bench/results/sandbox.md`` (``python bench/sandbox.py``).
+The figures behind the choice: ``BENCHMARKS.md``, "The asyncio mode" (``python bench/sandbox.py``).
 
 Needs CPython 3.11 or later with the GIL; entering checks the struct layout and refuses otherwise.
 """
