@@ -20,14 +20,13 @@ import contextvars
 from collections import deque
 from typing import Any, Callable, Mapping
 
-from ..sim.process import ClientLifecycle, Targets
+from ..sim.process import ClientLifecycle, ServerLifecycle, Targets
 from ..invariants.ghost import FactsGate
 from ..models import ModelError
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
-from ..sim.trace import (BACKGROUND, OWN, RECEIVED, RESPONSE, RESTARTED, SENT, SERVER_DOWN, format_time,
-                         message_key)
+from ..sim.trace import BACKGROUND, OWN, RESPONSE, SENT, format_time, message_key
 from .loop import REQUEST, Loop, Process
 from .observe import Observer
 from .sandbox import where_raised
@@ -69,7 +68,7 @@ def _in_context(key: int) -> contextvars.Context:
     return context
 
 
-class Server(Process):
+class Server(Process, ServerLifecycle):
     __slots__ = ("kernel", "loop", "network", "trace", "ghost", "trips", "factory", "reset", "app", "up", "boots",
                  "serving", "targets", "trip_counts", "backlog", "ready", "observer")
 
@@ -98,13 +97,6 @@ class Server(Process):
     # --- the process protocol ---------------------------------------------------------------------------
 
     @property
-    def drawn(self) -> list[tuple[int, int, int, int]]:
-        return self.trips.drawn
-
-    def pin_slow(self, key: int, n: int, ms: int) -> None:
-        self.trips.pin_slow(key, n, ms)
-
-    @property
     def idle(self) -> bool:
         return self.serving == 0 and self.up and self.ready and self.paused_until <= self.kernel.now
 
@@ -125,23 +117,8 @@ class Server(Process):
         for message in backlog:
             self._dispatch(message)
 
-    def pause(self, duration: int) -> None:
-        now = self.kernel.now
-        until = now + duration
-        self.trace.append((now, "server", "pause", f"until t={format_time(until)}"))
-        if not self.up or until <= self.paused_until:
-            return
-        if self.paused_until <= now:
-            self.ghost.server_down()
-        self.paused_until = until
-        self.kernel.at(until, self._resume, (self.epoch, until))
-
-    def _resume(self, arg: tuple[int, int]) -> None:
-        epoch, until = arg
-        if epoch == self.epoch and until == self.paused_until:
-            self.trace.append((self.kernel.now, "server", "resume", ""))
-            self.ghost.server_up()
-            self.loop.thaw(self)
+    def _thaw(self) -> None:
+        self.loop.thaw(self)
 
     def restart(self, down: int) -> None:
         self.epoch += 1  # every handle of the old process is dropped unrun
@@ -161,10 +138,6 @@ class Server(Process):
         self.after_step()  # what the crash rolled back
         self.kernel.after(down, self._boot_epoch, self.epoch)
 
-    def _boot_epoch(self, epoch: int) -> None:
-        if epoch == self.epoch:
-            self.boot()
-
     def after_step(self) -> None:
         if self.observer is not None:
             self.observer.step()
@@ -172,28 +145,12 @@ class Server(Process):
 
     # --- requests ------------------------------------------------------------------------------------------
 
-    def receive(self, message: tuple) -> None:
-        if self.paused_until > self.kernel.now:
-            # Frozen: the request waits in the process's socket, and goes with the process if it restarts.
-            self.kernel.at(self.paused_until, self._receive_waiting, (self.epoch, message))
-            return
-        payload = message[3]
-        if not self.up:
-            self.trace.append((self.kernel.now, "server", "drop", (SERVER_DOWN, payload)))
-            return
-        self.trace.append((self.kernel.now, "server", "recv", (RECEIVED, payload, message[0], message[2])))
+    def _accept(self, message: tuple) -> None:
         self.serving += 1
         if self.ready:
             self._dispatch(message)
         else:
             self.backlog.append(message)
-
-    def _receive_waiting(self, arg: tuple[int, tuple]) -> None:
-        epoch, message = arg
-        if epoch == self.epoch:
-            self.receive(message)
-        else:
-            self.trace.append((self.kernel.now, "server", "drop", (RESTARTED, message[3])))
 
     def _dispatch(self, message: tuple) -> None:
         loop = self.loop

@@ -23,10 +23,9 @@ from typing import Any, Callable
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network
-from .process import ClientLifecycle, Targets
+from .process import ClientLifecycle, ServerLifecycle, Targets
 from .store import RoundTrips
-from .trace import (BACKGROUND, OWN, RECEIVED, RESOURCE_WRITE, RESPONSE, RESTARTED, SENT, SERVER_DOWN, format_time,
-                    message_key)
+from .trace import BACKGROUND, OWN, RESOURCE_WRITE, RESPONSE, SENT, format_time, message_key
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
@@ -201,7 +200,7 @@ class ClientHost(ClientLifecycle):
             self.ghost.work_stopped(self.name, lease)
 
 
-class ServerHost:
+class ServerHost(ServerLifecycle):
     """Runs handlers with store latency (:class:`~dst.sim.store.RoundTrips`: the draws, slow round trips and the
     two schedulers); restarts and pauses; the background loops. A pause freezes the process: nothing of it runs
     until it resumes, requests wait, and it goes on with its memory intact."""
@@ -228,13 +227,6 @@ class ServerHost:
         # resumes, before any other handler's step, as a transaction a process pause holds open would.
         self.frozen: list[list] = []
 
-    @property
-    def drawn(self) -> list[tuple[int, int, int, int]]:
-        return self.trips.drawn
-
-    def pin_slow(self, key: int, n: int, ms: int) -> None:
-        self.trips.pin_slow(key, n, ms)
-
     def boot(self) -> None:
         self.up = True
         self.boots += 1
@@ -250,27 +242,6 @@ class ServerHost:
         """Up and running, and no request is being handled (background loops aside)."""
         return self.serving == 0 and self.up and self.paused_until <= self.kernel.now
 
-    def pause(self, duration: int) -> None:
-        """Freeze the process for ``duration``: it keeps its memory and goes on where it stopped."""
-        now = self.kernel.now
-        until = now + duration
-        self.trace.append((now, "server", "pause", f"until t={format_time(until)}"))
-        if not self.up or until <= self.paused_until:
-            return
-        if self.paused_until <= now:
-            self.ghost.server_down()  # its background loops stop too: liveness windows wait for it
-        self.paused_until = until
-        self.kernel.at(until, self._resume, (self.epoch, until))
-
-    def _resume(self, arg: tuple[int, int]) -> None:
-        epoch, until = arg
-        if epoch == self.epoch and until == self.paused_until:
-            self.trace.append((self.kernel.now, "server", "resume", ""))
-            self.ghost.server_up()
-            frozen, self.frozen = self.frozen, []
-            for task in frozen:
-                self._step(task)
-
     def restart(self, down: int) -> None:
         self.epoch += 1
         self.up = False
@@ -283,20 +254,13 @@ class ServerHost:
         self.ghost.settle()
         self.kernel.after(down, self._boot_epoch, self.epoch)
 
-    def _boot_epoch(self, epoch: int) -> None:
-        if epoch == self.epoch:
-            self.boot()
+    def _thaw(self) -> None:
+        frozen, self.frozen = self.frozen, []
+        for task in frozen:
+            self._step(task)
 
-    def receive(self, message: tuple) -> None:
-        if self.paused_until > self.kernel.now:
-            # Frozen: the request waits in the process's socket, and goes with the process if it restarts.
-            self.kernel.at(self.paused_until, self._receive_waiting, (self.epoch, message))
-            return
+    def _accept(self, message: tuple) -> None:
         payload = message[3]
-        if not self.up:
-            self.trace.append((self.kernel.now, "server", "drop", (SERVER_DOWN, payload)))
-            return
-        self.trace.append((self.kernel.now, "server", "recv", (RECEIVED, payload, message[0], message[2])))
         handle = self.routes.get(payload.__class__)
         if handle is None:
             raise TypeError(f"the service has no handler for {payload.__class__.__name__} requests "
@@ -304,13 +268,6 @@ class ServerHost:
         # A task is [handler, key for its draws, steps taken, request message, epoch].
         self.serving += 1
         self._step([handle(payload), message[2], 0, message, self.epoch])
-
-    def _receive_waiting(self, arg: tuple[int, tuple]) -> None:
-        epoch, message = arg
-        if epoch == self.epoch:
-            self.receive(message)
-        else:
-            self.trace.append((self.kernel.now, "server", "drop", (RESTARTED, message[3])))
 
     def _step(self, task: list) -> None:
         """Run the handler to its next await, then wait one store round trip (or its sleep) before the next step."""

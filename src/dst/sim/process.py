@@ -12,7 +12,8 @@ from typing import Any, Callable, Mapping, Protocol
 
 from .kernel import Kernel
 from .network import Network
-from .trace import format_time
+from .store import RoundTrips
+from .trace import RECEIVED, RESTARTED, SERVER_DOWN, format_time
 
 
 class Targets:
@@ -140,6 +141,79 @@ class ClientLifecycle:
         if not self.alive:
             self.trace.append((self.kernel.now, self.name, "skip", f"{what}: the client crashed for good"))
         return not self.alive
+
+
+class ServerLifecycle:
+    """What every kind of server process does the same way: its slow round trips, a pause (requests wait in its
+    socket, and die with the process if it restarts), the boot after a restart's downtime. A kind of server
+    brings ``boot``, ``restart``, ``_accept`` (a request it takes in) and ``_thaw`` (what a pause froze goes on),
+    and the attributes these read."""
+
+    kernel: Kernel
+    trace: list[Any]
+    ghost: Any
+    trips: RoundTrips
+    epoch: int
+    up: bool
+    paused_until: int
+
+    def boot(self) -> None:
+        raise NotImplementedError
+
+    def _accept(self, message: tuple) -> None:
+        raise NotImplementedError
+
+    def _thaw(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def drawn(self) -> list[tuple[int, int, int, int]]:
+        return self.trips.drawn
+
+    def pin_slow(self, key: int, n: int, ms: int) -> None:
+        self.trips.pin_slow(key, n, ms)
+
+    def pause(self, duration: int) -> None:
+        """Freeze the process for ``duration``: it keeps its memory and goes on where it stopped."""
+        now = self.kernel.now
+        until = now + duration
+        self.trace.append((now, "server", "pause", f"until t={format_time(until)}"))
+        if not self.up or until <= self.paused_until:
+            return
+        if self.paused_until <= now:
+            self.ghost.server_down()  # its background work stops too: liveness windows wait for it
+        self.paused_until = until
+        self.kernel.at(until, self._resume, (self.epoch, until))
+
+    def _resume(self, arg: tuple[int, int]) -> None:
+        epoch, until = arg
+        if epoch == self.epoch and until == self.paused_until:
+            self.trace.append((self.kernel.now, "server", "resume", ""))
+            self.ghost.server_up()
+            self._thaw()
+
+    def _boot_epoch(self, epoch: int) -> None:
+        if epoch == self.epoch:
+            self.boot()
+
+    def receive(self, message: tuple) -> None:
+        if self.paused_until > self.kernel.now:
+            # Frozen: the request waits in the process's socket, and goes with the process if it restarts.
+            self.kernel.at(self.paused_until, self._receive_waiting, (self.epoch, message))
+            return
+        payload = message[3]
+        if not self.up:
+            self.trace.append((self.kernel.now, "server", "drop", (SERVER_DOWN, payload)))
+            return
+        self.trace.append((self.kernel.now, "server", "recv", (RECEIVED, payload, message[0], message[2])))
+        self._accept(message)
+
+    def _receive_waiting(self, arg: tuple[int, tuple]) -> None:
+        epoch, message = arg
+        if epoch == self.epoch:
+            self.receive(message)
+        else:
+            self.trace.append((self.kernel.now, "server", "drop", (RESTARTED, message[3])))
 
 
 class ServerProcess(Protocol):
