@@ -211,7 +211,9 @@ def build(env: sut.Env[Options]) -> aio.System:
             table.conn.close()
         shutil.rmtree(settings.RUN, ignore_errors=True)
 
-    return aio.System(server=start, job=job, leases=table, observe=True, folder=settings.RUN, close=close,
+    # recount=False: Prefect keeps the counts in its database and the leases in its lease storage, and every
+    # operation changes one, then the other; the counts are checked when a lease changes.
+    return aio.System(server=start, job=job, leases=table, observe=True, recount=False, folder=settings.RUN, close=close,
                       reset=server.reset, inline_threads=True,  # FastAPI runs Prefect's plain-def dependencies so
                       bounds=sut.Bounds(reclaim_within=o.ttl + o.repossessor_interval,
                                         renew_every=int(o.ttl * renewal._RENEWAL_FRACTION)))

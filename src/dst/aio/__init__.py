@@ -54,6 +54,10 @@ class System:
     reset: Callable[[], None] | None = None  # the server process died: forget what it kept in module globals
     # The service reports no facts: derive them from ``leases`` (a LeaseTable) after every server step.
     observe: bool = False
+    # With observe: check the counts whenever the store changes. False checks them only when a lease changes, for a
+    # service whose counts and leases live in two stores updated one after the other (Prefect: the database, then
+    # the lease storage), where every operation opens a window between the two.
+    recount: bool = True
     folder: str | None = None  # the run's own folder (its durable state): the only place files may be written
     # Run what the service hands to a thread pool (FastAPI's plain-def dependencies and endpoints through
     # anyio.to_thread, loop.run_in_executor, asyncio.to_thread) inline on the loop, after a yield: see dst.aio.inline.

@@ -405,7 +405,7 @@ def assemble(system: Any, kernel: Kernel, network: Network, trace: list, ghost: 
     if system.observe:
         if system.leases is None or not hasattr(system.leases, "version"):
             raise ModelError("dst.aio.System(observe=True) needs leases: a LeaseTable (with version() and leases())")
-        server.observer = Observer(system.leases, facts, kernel, trace)
+        server.observer = Observer(system.leases, facts, kernel, trace, system.recount)
     hosts = {name: Client(name, kernel, loop, network, trace, deferring, job, scenario.workload.request_timeout)
              for name in clients}
     from .sandbox import Sandbox

@@ -331,6 +331,11 @@ class Ghost:
     def server_up(self) -> None:
         self.server.up_since = self.kernel.now
 
+    def recount(self) -> None:
+        """The store may have changed its counts without a fact to say so (the asyncio mode observes a service
+        that reports none): check every limit at the end of this step."""
+        self._dirty.extend(self.limits)
+
     def settle(self) -> None:
         """The end of a step: check what changed since the last one."""
         if self._dirty:
