@@ -93,3 +93,16 @@ def test_a_server_crash_mid_transaction_rolls_it_back_and_frees_the_lock():
     assert result.ok and result.jobs == {"done": 1}
     stored = [e for e in result.trace if e[2] == "store" and "stored" in e[3]]
     assert len(stored) == 1 and stored[0][0] > 1150  # the one lease: granted to the retry, after the restart
+
+
+def test_a_holder_paused_after_its_renewal_was_answered_asks_again_before_working():
+    # Found by dst's check of the correct form (selftest): c1 renews at 376 s and is paused until 406 s; the answer
+    # (valid until 396 s) waits in its socket. It woke past that deadline and worked under a lease the reaper had
+    # removed at 397 s. The client library now checks the deadline the answer set before it works on.
+    import attrs
+
+    from dst.explore.swarm import swarm
+
+    scenario = attrs.evolve(load_scenario(str(EXAMPLE / "scenarios" / "reaper-no-recheck.toml")), bugs=())
+    result = run(swarm(scenario, 17), 17)
+    assert result.ok, result.violation

@@ -78,7 +78,9 @@ class LeaseClient:
             return False
         if lease.valid():
             return True
-        return await self.renew(lease)
+        # Asked again after the answer: a holder paused between the server's answer and reading it wakes past
+        # the deadline that answer set, and its lease may be gone by then.
+        return await self.renew(lease) and lease.valid()
 
     async def keep_renewing(self, lease: Lease) -> None:
         """Renew at half the TTL until cancelled; on a failed renewal, mark the lease lost and stop."""
