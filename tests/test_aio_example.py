@@ -106,3 +106,19 @@ def test_a_holder_paused_after_its_renewal_was_answered_asks_again_before_workin
     scenario = attrs.evolve(load_scenario(str(EXAMPLE / "scenarios" / "reaper-no-recheck.toml")), bugs=())
     result = run(swarm(scenario, 17), 17)
     assert result.ok, result.violation
+
+
+def test_one_seed_gives_the_same_bytes_in_a_fresh_process_with_another_hash_seed():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    scenario = str(EXAMPLE / "scenarios" / "default.toml")
+    digests = set()
+    for hash_seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-m", "dst", "run", "--seed", "3", "--scenario", scenario, "--json"],
+                              cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, PYTHONHASHSEED=hash_seed))
+        assert done.returncode == 0, done.stderr
+        digests.add(json.loads(done.stdout)["trace_digest"])
+    assert digests == {run(load_scenario(scenario), 3).digest}
