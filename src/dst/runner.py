@@ -427,7 +427,7 @@ class Simulation:
                         try:
                             return self._run()
                         finally:  # what is still pending is dropped with the sandbox up: a dead process's
-                            self.loop.close()  # last words, if any, reach nothing real
+                            self.loop.close(collect=True)  # last words, if any, reach nothing real
                 except Refusal as refusal:  # the model asked for something real: one line, as a model error
                     raise ModelError(str(refusal)) from None
             return self._run()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import logging
 import sys
 import warnings
@@ -337,9 +338,11 @@ class Loop(_LoopBase):
     def stop(self) -> None:
         raise RuntimeError("dst drives this loop itself: it stops when the run ends")
 
-    def close(self) -> None:
+    def close(self, collect: bool = False) -> None:
         """The run is over: every task still pending is dropped, its coroutine closed without a word (a dead
-        process's ``finally`` runs now, if at all: after the run, where it can change nothing of it)."""
+        process's ``finally`` runs now, if at all: after the run, where it can change nothing of it). With
+        ``collect``, what the dropped tasks held is collected now too, quietly: left to the cycle collector, a
+        library's coroutine that was never awaited would warn later, in the middle of whatever comes next."""
         if self._closed:
             return
         self._closed = True
@@ -357,6 +360,8 @@ class Loop(_LoopBase):
                         coro.close()
                     except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
                         pass
+                if collect:
+                    gc.collect()
         finally:
             sys.unraisablehook = unraisable
             logging.disable(silenced)
