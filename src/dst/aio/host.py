@@ -26,7 +26,7 @@ from ..models import ModelError
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
-from ..sim.trace import BACKGROUND, OWN, RESPONSE, SENT, format_time, message_key
+from ..sim.trace import BACKGROUND, OWN, RESPONSE, SENT, message_key
 from .loop import REQUEST, Loop, Process
 from .observe import Observer
 from .sandbox import where_raised
@@ -252,31 +252,18 @@ class Client(Process, ClientLifecycle):
         self.frozen = []
         self.ghost.client_died(self.name)
 
-    def pause(self, duration: int) -> None:
-        if self._skip_if_dead("pause"):
-            return
-        now = self.kernel.now
-        until = now + duration
-        self.trace.append((now, self.name, "pause", f"until t={format_time(until)}"))
-        if until <= self.paused_until:
-            return
-        if self.working is not None and self.work_wait is not None:
-            # A pause cuts the work slice: the job learns how much was left when it wakes.
-            left = self.work_end - now
-            wait, self.work_wait = self.work_wait, None
-            self._stop_work()
-            self.loop.process = self
-            if not wait.done():
-                wait.set_result(left)
-        self.paused_until = until
-        self.ghost.client_paused(self.name, until)
-        self.kernel.at(until, self._resume, (self.epoch, until))
+    def _era(self) -> int:
+        return self.epoch
 
-    def _resume(self, arg: tuple[int, int]) -> None:
-        epoch, until = arg
-        if epoch != self.epoch or until != self.paused_until or not self.alive:
-            return
-        self.trace.append((self.kernel.now, self.name, "resume", ""))
+    def _cut_work(self, now: int) -> None:
+        wait, self.work_wait = self.work_wait, None
+        left = self.work_end - now
+        self._stop_work()
+        if wait is not None and not wait.done():
+            self.loop.process = self
+            wait.set_result(left)
+
+    def _go_on(self) -> None:
         self.loop.thaw(self)
         if self.job is None and self.jobs:
             self._next_job()

@@ -25,7 +25,7 @@ from .kernel import Kernel
 from .network import Network
 from .process import ClientLifecycle, ServerLifecycle, Targets
 from .store import RoundTrips
-from .trace import BACKGROUND, OWN, RESOURCE_WRITE, RESPONSE, SENT, format_time, message_key
+from .trace import BACKGROUND, OWN, RESOURCE_WRITE, RESPONSE, SENT, message_key
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
@@ -83,28 +83,15 @@ class ClientHost(ClientLifecycle):
         self.stash = _NOTHING
         self.ghost.client_died(self.name)
 
-    def pause(self, duration: int) -> None:
-        if self._skip_if_dead("pause"):
-            return
-        now = self.kernel.now
-        until = now + duration
-        self.trace.append((now, self.name, "pause", f"until t={format_time(until)}"))
-        if until <= self.paused_until:
-            return
-        if self.working is not None:
-            # A pause cuts the work slice: the job learns how much was left when it wakes.
-            self.stash = self.work_end - now
-            self.wait += 1
-            self._stop_work()
-        self.paused_until = until
-        self.ghost.client_paused(self.name, until)
-        self.kernel.at(until, self._resume, (self.incarnation, until))
+    def _era(self) -> int:
+        return self.incarnation
 
-    def _resume(self, arg: tuple[int, int]) -> None:
-        incarnation, until = arg
-        if incarnation != self.incarnation or until != self.paused_until or not self.alive:
-            return
-        self.trace.append((self.kernel.now, self.name, "resume", ""))
+    def _cut_work(self, now: int) -> None:
+        self.stash = self.work_end - now
+        self.wait += 1
+        self._stop_work()
+
+    def _go_on(self) -> None:
         stash, self.stash = self.stash, _NOTHING
         if stash is not _NOTHING:
             self._advance(stash)

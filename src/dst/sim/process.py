@@ -80,6 +80,7 @@ class ClientLifecycle:
     name: str
     kernel: Kernel
     trace: list[Any]
+    ghost: Any
     alive: bool
     incarnation: int
     jobs: Any  # a deque of plan steps
@@ -87,11 +88,46 @@ class ClientLifecycle:
     paused_until: int
     wall_offset: int
 
+    working: Any  # the handle it works under right now (None: it is not working)
+
     def _next_job(self) -> None:
         raise NotImplementedError
 
     def _die(self) -> None:
         raise NotImplementedError
+
+    def _era(self) -> int:
+        """What a wake-up from a pause is checked against: it is stale once the process it was for died."""
+        raise NotImplementedError
+
+    def _cut_work(self, now: int) -> None:
+        """A pause cuts the work slice in progress: the job learns how much was left when it wakes."""
+        raise NotImplementedError
+
+    def _go_on(self) -> None:
+        """The pause ended: go on where it stopped."""
+        raise NotImplementedError
+
+    def pause(self, duration: int) -> None:
+        if self._skip_if_dead("pause"):
+            return
+        now = self.kernel.now
+        until = now + duration
+        self.trace.append((now, self.name, "pause", f"until t={format_time(until)}"))
+        if until <= self.paused_until:
+            return
+        if self.working is not None:
+            self._cut_work(now)
+        self.paused_until = until
+        self.ghost.client_paused(self.name, until)
+        self.kernel.at(until, self._resume, (self._era(), until))
+
+    def _resume(self, arg: tuple[int, int]) -> None:
+        era, until = arg
+        if era != self._era() or until != self.paused_until or not self.alive:
+            return
+        self.trace.append((self.kernel.now, self.name, "resume", ""))
+        self._go_on()
 
     @property
     def now(self) -> int:
