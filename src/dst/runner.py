@@ -312,8 +312,8 @@ class Simulation:
         try:
             with _SignalsHeld():  # a signal waits, then strikes with the close in place
                 self.system: Any = model.build(env)
-                made = self.system
-                self._close = getattr(made, "close", None) if isinstance(made, (System, *_aio_systems())) else None
+                systems = (System, *_aio_systems())  # either kind of system has a close
+                self._close = getattr(self.system, "close", None) if isinstance(self.system, systems) else None
             self._assemble(streams, has_runs)
         except BaseException:  # whatever stops the assembly (a bad bound, Ctrl-C), what build opened is closed
             self.close()

@@ -32,9 +32,17 @@ from .observe import Observer
 from .sandbox import where_raised
 from .wire import HttpRequest, HttpResponse, RemoteError
 
-async def _never(loop: Loop) -> None:
-    """Where a process struck down in the middle of a step waits: nothing of it runs again."""
-    await loop.create_future()
+async def _moment(process: Any, name: str) -> None:
+    """A sensitive moment of ``process``'s code: the fault armed for it, if any, strikes here."""
+    armed = process.targets.take(name)
+    if armed is None:
+        return
+    process.trace.append((process.kernel.now, process.name, "moment", f"{name}: {armed[0]}"))
+    epoch = process.epoch
+    armed[1]()
+    if process.epoch != epoch:
+        await process.loop.create_future()  # struck down at the moment: nothing of this process runs again
+    await asyncio.sleep(0)  # paused at the moment: the rest of the step waits for the resume
 
 
 AWAIT = "await"  # the moment every await in the user's code is: a fault aimed at it strikes at the next resumption
@@ -194,15 +202,7 @@ class Server(Process, ServerLifecycle):
         await done
 
     async def moment(self, name: str) -> None:
-        armed = self.targets.take(name)
-        if armed is None:
-            return
-        self.trace.append((self.kernel.now, "server", "moment", f"{name}: {armed[0]}"))
-        epoch = self.epoch
-        armed[1]()
-        if self.epoch != epoch:
-            await _never(self.loop)  # struck down at the moment: nothing of this process runs again
-        await asyncio.sleep(0)  # paused at the moment: the rest of the step waits for the resume
+        await _moment(self, name)
 
 
 def _resolve(future: asyncio.Future[Any]) -> None:
@@ -350,15 +350,7 @@ class Client(Process, ClientLifecycle):
             self.ghost.work_stopped(self.name, handle)
 
     async def moment(self, name: str) -> None:
-        armed = self.targets.take(name)
-        if armed is None:
-            return
-        self.trace.append((self.kernel.now, self.name, "moment", f"{name}: {armed[0]}"))
-        epoch = self.epoch
-        armed[1]()
-        if self.epoch != epoch:
-            await _never(self.loop)
-        await asyncio.sleep(0)
+        await _moment(self, name)
 
 
 def _time_out(answer: asyncio.Future[Any]) -> None:

@@ -32,7 +32,7 @@ import sys
 import warnings
 from asyncio import events
 from random import Random
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar
+from typing import Any, Callable, Coroutine, TypeVar
 
 from ..sim.kernel import Kernel, StopRun
 from ..sim.rng import Keyed
@@ -494,4 +494,4 @@ def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform") 
         loop.close()
 
 
-__all__ = ["Loop", "Process", "REQUEST", "run", "StopRun"]
+__all__ = ["Loop", "Process", "REQUEST", "run"]

@@ -86,7 +86,7 @@ class Kernel:
         try:
             while True:
                 if ready:
-                    fn, arg = pop(ready)[1:]
+                    _, fn, arg = pop(ready)
                 elif queue and queue[0][0] <= until:
                     time, seq, fn, arg = pop(queue)
                     if cancelled and seq in cancelled:
