@@ -18,7 +18,7 @@ from rich.console import Console
 
 from dst.cli import build_parser, main
 from dst.explore.fuzz import Tally
-from dst.render import FuzzProgress
+from dst.present.terminal import FuzzProgress
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "dst-fuzz.yml"

@@ -416,7 +416,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             out["determinism"] = "identical" if divergence is None else divergence
         print(json.dumps(out, indent=2))
     else:
-        from .render import plain, render_events, render_run
+        from .present.terminal import plain, render_events, render_run
 
         console = _console()
         if args.trace:
@@ -510,7 +510,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     tally = Tally()
     interrupted = 0  # the exit code of the signal that stopped the campaign, if one did
 
-    from .render import FuzzProgress
+    from .present.terminal import FuzzProgress
 
     progress = FuzzProgress(_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
     request = StopRequest()
@@ -569,7 +569,7 @@ def _cluster(args: argparse.Namespace) -> ClusterExecutor | None:
 
 def _junit_ready(args: argparse.Namespace) -> None:
     """A --junit file that could not be written is said before any seed runs."""
-    from .junit import junit_ready
+    from .present.junit import junit_ready
 
     if args.junit is not None:
         junit_ready(args.junit)
@@ -578,12 +578,12 @@ def _junit_ready(args: argparse.Namespace) -> None:
 def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
     """Print a campaign's report (``dst fuzz``'s or ``dst merge``'s) and write its --junit file; False (said
     in one line) when that file could not be written."""
-    from .junit import JUnitError, write_junit
+    from .present.junit import JUnitError, write_junit
 
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        from .render import render_fuzz
+        from .present.terminal import render_fuzz
 
         render_fuzz(_console(), report)
     if args.junit is not None:
@@ -727,7 +727,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        from .render import plain
+        from .present.terminal import plain
 
         console = _console()
         console.print(plain((v.invariant, "bold red"), f": {v.message}"))
@@ -744,7 +744,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from .findings import REPRODUCES, read, replay
-    from .render import plain, render_timeline
+    from .present.terminal import plain, render_timeline
 
     console = _console()
     verdicts: list[dict[str, Any]] = []
@@ -794,8 +794,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     """Replay a finding (or run a seed) and write it as an HTML page; exit 0 once the page is written."""
     import shlex
 
-    from .render import plain
-    from .show import Source, check_output, default_name, page_data, render_page, write_page
+    from .present.terminal import plain
+    from .present.page import Source, check_output, default_name, page_data, render_page, write_page
     from .sim.trace import format_time
 
     if args.file is not None and (args.seed is not None or args.scenario is not None or args.bug or args.swarm):
@@ -839,11 +839,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _show_campaign(args: argparse.Namespace) -> int:
     """A campaign's report as a page: its coverage, what it never reached, what it found."""
-    from .campaign_page import campaign_page
+    from .present.campaign_page import campaign_page
     from .explore.merge import parse_report
-    from .render import plain
+    from .present.terminal import plain
     from .scenario import PATH_LIMIT, read_text
-    from .show import default_name, write_page
+    from .present.page import default_name, write_page
 
     where = one_line(args.file, PATH_LIMIT)
     report = parse_report(read_text(args.file), where)
@@ -863,7 +863,7 @@ def _cmd_bugs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([attrs.asdict(bug) for bug in bugs], indent=2))
         return EXIT_OK
-    from .render import render_bugs
+    from .present.terminal import render_bugs
 
     render_bugs(_console(), args.model, bugs)
     return EXIT_OK
@@ -873,7 +873,7 @@ def _cmd_bugs(args: argparse.Namespace) -> int:
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
     from .explore.selftest import find_bug, stay_clean
-    from .render import plain, render_selftest
+    from .present.terminal import plain, render_selftest
 
     _check_slugs(args.bug, args.model)
     if args.findings:
@@ -925,7 +925,7 @@ def _selftest_findings(args: argparse.Namespace, found: list[Any], console: Any,
     from .explore.selftest import smallest_finding
     from .findings import signature
     from .invariants import shape
-    from .render import plain
+    from .present.terminal import plain
 
     recorded = {}
     for row in found:

@@ -55,7 +55,7 @@ class FindingItem(pytest.Item):
 
         from rich.console import Console
 
-        from dst.render import render_timeline
+        from dst.present.terminal import render_timeline
 
         buffer = StringIO()
         console = Console(file=buffer, width=160, highlight=False, color_system=None)

@@ -12,11 +12,11 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .explore.coverage import never_reached
-from .invariants.situations import catalogue
-from .models import ModelError, resolve
-from .show import GENERATOR
-from .sut import Situation
+from ..explore.coverage import never_reached
+from ..invariants.situations import catalogue
+from ..models import ModelError, resolve
+from .page import GENERATOR
+from ..sut import Situation
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #263238; max-width: 1100px; }

@@ -4,7 +4,7 @@ The page has a lane per actor on a horizontal axis of virtual time: each lease a
 lane, faults as marks and shaded spans, messages as arrows from sender to receiver, the causal slice
 highlighted and the violation marked. Everything it draws is worked out here, in plain functions over
 the run's trace that tests check without a browser (:func:`lease_bars`, :func:`fault_marks`,
-:func:`message_arrows`, :func:`page_data`); ``show.html`` beside this module draws it.
+:func:`message_arrows`, :func:`page_data`); ``page.html`` beside this module draws it.
 
 The run's data goes into the page as JSON in a ``<script type="application/json">`` block, with every
 ``<``, ``>``, ``&`` and non-ASCII character written as a ``\\uXXXX`` escape, so no text from a trace
@@ -25,14 +25,14 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import attrs
 
-from .errors import UserError
-from .causal import STEP_KINDS, causal_slice
-from .faults import FAULTS, FaultKind, fault_of
-from .plan import is_client
-from .render import ACTION_STYLE, lane_order
-from .runner import RunResult
-from .scenario import PATH_LIMIT, one_line
-from .sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, RESPONSE, SENT, STORED, Event,
+from ..errors import UserError
+from ..causal import STEP_KINDS, causal_slice
+from ..faults import FAULTS, FaultKind, fault_of
+from ..plan import is_client
+from .terminal import ACTION_STYLE, lane_order
+from ..runner import RunResult
+from ..scenario import PATH_LIMIT, one_line
+from ..sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, RESPONSE, SENT, STORED, Event,
                         detail_args)
 
 # --- reading the raw trace ------------------------------------------------------------------------
@@ -507,7 +507,7 @@ def embed_json(data: Any) -> str:
 
 def render_page(data: dict[str, Any]) -> str:
     """The whole page: the template with the data in its JSON block."""
-    template = resources.files("dst").joinpath("show.html").read_text(encoding="utf-8")
+    template = resources.files("dst.present").joinpath("page.html").read_text(encoding="utf-8")
     before, after = template.split(_DATA)
     return before + embed_json(data) + after
 

@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .causal import STEP_KINDS
-from .faults import FAULT_ACTIONS, FAULTS
-from .models import DEFAULT_IMPL
-from .runner import RunResult
-from .scenario import Scenario, one_line
-from .sim.trace import Event, format_event, format_time
+from ..causal import STEP_KINDS
+from ..faults import FAULT_ACTIONS, FAULTS
+from ..models import DEFAULT_IMPL
+from ..runner import RunResult
+from ..scenario import Scenario, one_line
+from ..sim.trace import Event, format_event, format_time
 
 # How an event kind is styled in a timeline: fault kinds by their registry colour.
 ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",
@@ -189,9 +189,9 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
 
 def _coverage_rows(grid: Table, coverage: dict[str, Any], model: str) -> None:
     """What the campaign exercised, and, in yellow, what it never reached."""
-    from .explore.coverage import never_reached
-    from .invariants.situations import catalogue
-    from .models import ModelError, resolve
+    from ..explore.coverage import never_reached
+    from ..invariants.situations import catalogue
+    from ..models import ModelError, resolve
 
     try:
         declared = resolve(model).situations

@@ -13,8 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .scenario import PATH_LIMIT, one_line
+from ..errors import UserError
+from ..scenario import PATH_LIMIT, one_line
 
 
 class JUnitError(UserError):
