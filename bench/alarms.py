@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dst.explore.space import scenario_doc
-from dst.explore.swarm import swarm
+from dst.runner.swarm import swarm
 from dst.runner import run
 from dst.scenario import ScenarioError, parse_scenario
 

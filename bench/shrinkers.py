@@ -86,7 +86,7 @@ def hypothesis_shrink(bug: Bug, max_examples: int, explain: bool = False) -> dic
         return {"found": False, "runs": calls, "cpu_seconds": cpu}
     plan, invariant = failing
     with tempfile.TemporaryDirectory() as folder:
-        path = dst.save_finding(scenario, 0, plan, folder)
+        path = dst.save_finding(dst.run(scenario, 0, plan), folder)
         replayed = replay(read(path)).status
     return {"found": True, "invariant": invariant, "first_failing_run": first, "runs": calls, "steps": len(plan),
             "cpu_seconds": cpu, "replay": replayed, "plan": [repr(s) for s in plan]}

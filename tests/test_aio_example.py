@@ -101,7 +101,7 @@ def test_a_holder_paused_after_its_renewal_was_answered_asks_again_before_workin
     # removed at 397 s. The client library now checks the deadline the answer set before it works on.
     import attrs
 
-    from dst.explore.swarm import swarm
+    from dst.runner.swarm import swarm
 
     scenario = attrs.evolve(load_scenario(str(EXAMPLE / "scenarios" / "reaper-no-recheck.toml")), bugs=())
     result = run(swarm(scenario, 17), 17)

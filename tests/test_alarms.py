@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 from dst.cli import main
 from dst.explore.fuzz import Shard, campaign, count_seeds, seeds
 from dst.explore.space import scenario_doc
-from dst.explore.swarm import swarm
+from dst.runner.swarm import swarm
 from dst.runner import Cut, Simulation, run
 from dst.scenario import ScenarioError, load_scenario, parse_scenario
 

@@ -11,7 +11,7 @@ import pytest
 
 import dst
 from dst.cli import main
-from dst.explore.swarm import swarm
+from dst.runner.swarm import swarm
 
 BUGGY = "double-release"
 
@@ -111,12 +111,12 @@ def test_a_failing_result_explains_itself_and_saves_a_finding_that_replays(buggy
     assert text.startswith(f"{BUGGY}, seed 0: VIOLATION of no-foreign-release")
     for event in result.causal():
         assert any(line.endswith(event[3]) for line in text.splitlines() if event[3])
-    assert "result.save(folder)" in text  # no command line runs a plan passed in: it says how instead
-    path = result.save(tmp_path)
+    assert "dst.save_finding(result, folder)" in text  # no command line runs a plan passed in
+    path = dst.save_finding(result, tmp_path)
     replayed = dst.replay(dst.read_finding(path))
     assert replayed.status == "reproduces" and replayed.result.violation is not None
     assert replayed.result.violation.message == result.violation.message  # type: ignore[union-attr]
-    assert result.save(tmp_path) == path  # the same signature again: the finding there is kept
+    assert dst.save_finding(result, tmp_path) == path  # the same signature again: kept
     assert [p.name for p in tmp_path.glob("*.toml")] == [path.name]
 
 
@@ -124,7 +124,7 @@ def test_a_passing_result_says_so_and_has_nothing_to_save(tmp_path):
     result = dst.run(dst.load_scenario(), 1)
     assert str(result).startswith("default, seed 1: no violation (")
     with pytest.raises(ValueError, match="violates nothing"):
-        result.save(tmp_path)
+        dst.save_finding(result, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dst.cli import main
-from dst.explore.swarm import swarm
+from dst.runner.swarm import swarm
 from dst.findings import read, replay
 from dst.invariants.situations import SITUATIONS, catalogue, cases_met
 from dst.models import resolve

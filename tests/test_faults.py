@@ -234,7 +234,7 @@ def test_a_restart_aimed_at_a_worker_serves_again_when_it_strikes():
 
 
 def test_targeted_faults_are_generated_only_where_the_scenario_asks_and_aim_at_the_models_moments():
-    from dst.explore.generate import generate_plan
+    from dst.runner.generate import generate_plan
     from dst.reference import model
     from dst.scenario import load_scenario, parse_scenario
     from dst.sim.rng import Streams

@@ -15,7 +15,7 @@ from dst.cli import main
 from dst.explore.fuzz import Shard, Tally, campaign, seeds
 from dst.invariants import shape
 from dst.explore.selftest import bug_scenario, find_bug
-from dst.explore.swarm import swarm
+from dst.runner.swarm import swarm
 from dst.reference.bugs import CATALOGUE, KNOWN_BUGS
 
 BREAKS = {bug.slug: bug.breaks for bug in CATALOGUE}

@@ -777,7 +777,7 @@ def _every_shipped_scenario() -> list[Path]:
 
 @pytest.mark.parametrize("path", _every_shipped_scenario(), ids=lambda p: p.stem)
 def test_a_scenario_written_out_reads_back_the_same(path: Path) -> None:
-    from dst.explore.swarm import swarm
+    from dst.runner.swarm import swarm
     from dst.scenario import parse_scenario, scenario_to_doc
 
     for scenario in (load_scenario(path), swarm(load_scenario(path), 7)):

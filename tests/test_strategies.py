@@ -46,14 +46,14 @@ def test_the_readme_example_finds_a_catalogue_bug_shrinks_it_and_saves_a_finding
     assert "test_my_leases(" in report and all(repr(step) in report for step in minimal)
 
     folder = tmp_path / "findings"
-    path = dst.save_finding(scenario, 0, minimal, folder)
+    path = dst.save_finding(dst.run(scenario, 0, minimal), folder)
     assert path.parent == folder and path.name.startswith("001-")
     assert dst.replay(dst.read_finding(path)).status == REPRODUCES
     assert main(["replay", "--quiet", str(path)]) == 0  # dst replay: 0 when it reproduces exactly
     plugin = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
                             cwd=tmp_path, capture_output=True, text=True)
     assert plugin.returncode == 0 and "1 passed" in plugin.stdout, plugin.stdout + plugin.stderr
-    assert dst.save_finding(scenario, 0, minimal, folder) == path  # its signature is there: kept, not doubled
+    assert dst.save_finding(dst.run(scenario, 0, minimal), folder) == path  # its signature is there: kept, not doubled
 
 
 def test_hypothesis_keeps_the_failing_plan_in_its_example_database_and_tries_it_first():
@@ -203,7 +203,7 @@ def test_bounds_a_scenario_cannot_hold_are_refused_at_once_in_one_line():
 
 def test_save_finding_refuses_a_run_that_violates_nothing(tmp_path):
     with pytest.raises(ValueError, match="violates nothing .* no finding to save"):
-        dst.save_finding(dst.load_scenario(), 1, (), tmp_path / "findings")
+        dst.save_finding(dst.run(dst.load_scenario(), 1, ()), tmp_path / "findings")
     assert not (tmp_path / "findings").exists()
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import strategies
     from .explore.fuzz import FuzzResult, Group, Outcome, fuzz
-    from .explore.record import save_finding
+    from .findings.make import save_finding
     from .explore.shrink import Shrunk, shrink
     from .findings.files import Finding, FindingError, read as read_finding
     from .findings.replay import Replay, replay
@@ -60,7 +60,7 @@ _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (mo
     "FuzzResult": "dst.explore.fuzz",
     "Group": "dst.explore.fuzz",
     "Outcome": "dst.explore.fuzz",
-    "save_finding": "dst.explore.record",
+    "save_finding": "dst.findings.make",
     "strategies": ("dst.strategies", None),  # Hypothesis strategies: imports hypothesis, so only when asked for
     "Bounds": "dst.sut",
     "Bug": "dst.sut",

@@ -36,8 +36,8 @@ from .explore.fuzz import (SEEDS_SHOWN, FuzzResult, Outcome, Shard, StopRequest,
                           count_seeds, drive, ended, pick, seeds, tallied, worker_pool)
 from .errors import UserError
 from .explore.cluster import ClusterError, ClusterExecutor
-from .explore.reproduce import command as reproduce_command
-from .explore.swarm import swarm
+from .runner.reproduce import command as reproduce_command
+from .runner.swarm import swarm
 from .findings import FindingError, ready
 from .models import DEFAULT_IMPL, ModelError, resolve
 from .plan import parse_duration, shorten

@@ -15,7 +15,7 @@
 :func:`scenarios` whole scenarios within bounds, every value through Hypothesis's own strategies, so a
 failure shrinks as Hypothesis shrinks (fewer steps, earlier times, shorter durations, smaller counts,
 lower client numbers) and is kept in Hypothesis's example database. Hypothesis prints the failing plan
-as the lines of a scenario's ``steps`` list; ``dst.save_finding(scenario, seed, plan, folder)`` writes
+as the lines of a scenario's ``steps`` list; ``dst.save_finding(dst.run(scenario, seed, plan), folder)`` writes
 it as a finding file that ``dst replay`` and the pytest plugin replay.
 
 In such a test the seed stays fixed and the plan is what varies: the network's and the store's draws
@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
-from .explore.generate import REBORN, workers
+from .runner.generate import REBORN, workers
 from .faults import BY_NAME, FAULTS, SCHEDULED, FaultKind, is_pinned
 from .plan import Step, make_step, parse_duration, shorten, sort_steps, step_from_mapping
 from .scenario import FaultRate, Scenario, load_scenario, parse_scenario, scenario_to_doc

@@ -29,8 +29,8 @@ from ..runner import Cut, RunResult, on_model, run
 from ..scenario import Scenario
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
-from .reproduce import reproduce
-from .swarm import swarm as swarm_of
+from ..runner.reproduce import reproduce
+from ..runner.swarm import swarm as swarm_of
 
 _CHUNK = 8  # seeds per task handed to a worker: big enough to amortise the round trip, small enough to stop soon
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import attrs
 
-from ..findings import Finding, signature, write
-from ..plan import Step, sort_steps
+from ..findings import Finding, finding_of, signature, write
 from ..runner import run
+from ..runner.swarm import swarm
 from ..scenario import Scenario
 from .shrink import Shrunk, shrink
-from .swarm import swarm
 
 
 @attrs.frozen
@@ -23,16 +22,9 @@ class Recorded:
 
 
 def to_finding(shrunk: Shrunk, origin: dict[str, Any]) -> Finding:
-    return shrunk.result.finding(origin, {"steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after,
+    return finding_of(shrunk.result, origin, {"steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after,
                                           "runs": shrunk.runs, "seconds": round(shrunk.seconds, 2),
                                           "stop": shrunk.stop.value})
-
-
-def save_finding(scenario: Scenario, seed: int, plan: Iterable[Step] | None, folder: str | Path) -> Path:
-    """Write the violation of ``plan`` (None: the seed's own plan) under ``scenario`` and ``seed`` as a finding
-    file in ``folder``, as it is (not minimized: a plan Hypothesis shrank already is); returns its path:
-    ``run(scenario, seed, plan).save(folder)`` (see :meth:`RunResult.save <dst.RunResult.save>`)."""
-    return run(scenario, seed, None if plan is None else sort_steps(plan)).save(folder)
 
 
 def campaign_origin(scenario: Scenario, seed: int, use_swarm: bool, key: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""Finding files (read, write, dedupe) and their replay."""
+"""Finding files: made from a run, read, written once per signature, and replayed."""
 
 from .files import Finding, FindingError, FolderError, fingerprints, read, ready, signature, title, write
+from .make import finding_of, save_finding
 from .replay import DIVERGED, NO_LONGER, REPRODUCES, Replay, replay
 
-__all__ = ["DIVERGED", "NO_LONGER", "REPRODUCES", "Finding", "FindingError", "FolderError", "Replay", "fingerprints",
-           "read", "ready", "replay", "signature", "title", "write"]
+__all__ = ["DIVERGED", "NO_LONGER", "REPRODUCES", "Finding", "FindingError", "FolderError", "Replay", "finding_of",
+           "fingerprints", "read", "ready", "replay", "save_finding", "signature", "title", "write"]

@@ -1,4 +1,4 @@
-"""The one place that composes scenario + plan + simulator + model + invariants.
+"""A run assembled and driven: scenario + plan + simulator + model + invariants, composed in one place.
 
 A run has three phases: the *active* phase (plan steps: jobs and faults), the
 *drain* (no new steps; wait until every client has finished its jobs and the server
@@ -9,61 +9,35 @@ not cancelled was acknowledged).
 
 from __future__ import annotations
 
-import functools
 import gc
 import signal
 import time
 from collections import Counter
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
+from typing import Any, Callable, Mapping, cast
 
 import attrs
 
-from .causal import causal_slice
-from .explore.generate import generate_plan
-from .invariants import BY_ID, Ghost, Violation, shape
-from .invariants.ghost import FactsGate
-from .invariants.situations import cases_met, catalogue
-from .models import ModelError, name_of, resolve
-from .faults import BY_NAME, befell, fault_of, is_pinned
-from .plan import Step, is_client, make_step
-from .plan import format_duration
-from .scenario import Scenario, ScenarioError, scripted, with_model
-from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
-from .sim.kernel import Kernel
-from .sim.network import Network
-from .sim.process import ClientProcess, ServerProcess
-from .sim.rng import Streams
-from .sim.store import RoundTrips
-from .sim.trace import SENT, Event, detail_args, digest, format_event, format_time, formatted, key_name
-from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
-
-if TYPE_CHECKING:
-    from .findings.files import Finding  # imported when a finding is made: the package's replay imports this module
+from ..invariants import BY_ID, Ghost, Violation
+from ..invariants.ghost import FactsGate
+from ..invariants.situations import cases_met, catalogue
+from ..models import ModelError, name_of, resolve
+from ..faults import fault_of, is_pinned
+from ..plan import Step, format_duration, is_client
+from ..scenario import Scenario, with_model
+from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
+from ..sim.kernel import Kernel
+from ..sim.network import Network
+from ..sim.process import ClientProcess, ServerProcess
+from ..sim.rng import Streams
+from ..sim.store import RoundTrips
+from ..sim.trace import SENT, Event, detail_args, format_time, key_name
+from ..sut import RESOURCE, SERVER, Cancel, Env, Model, Submit, System, Workload
+from .bounds import check_bounds
+from .generate import generate_plan
+from .result import RunResult, Unjudged, ViolationReport
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
-
-
-@attrs.frozen
-class ViolationReport:
-    invariant: str
-    time: int
-    step: int  # index of the trace event at which it was detected
-    message: str
-    during: str | None = None  # the message key of the server handler it was detected in (17.1.0), if any
-
-
-@attrs.frozen
-class Unjudged:
-    """A run that ended before it could be judged: neither a pass nor a violation.
-
-    ``kind`` is ``"undrained"`` (a client or the server was still busy when ``run.drain_limit`` ran out,
-    so the liveness checks that follow the quiet period would accuse a live holder) or ``"over-budget"``
-    (the run passed ``run.max_events``)."""
-
-    kind: str
-    why: str
 
 
 class Cut(Exception):
@@ -72,174 +46,6 @@ class Cut(Exception):
 
 _CHECK_WALL_EVERY = 20_000  # events between looks at the wall clock, when a run has a deadline
 
-
-@attrs.frozen(slots=False)  # not slotted: ``trace`` is a cached property
-class RunResult:
-    ran: Scenario = attrs.field(repr=False)  # the scenario as it ran: its name, model and bugs
-    seed: int
-    plan: tuple[Step, ...]
-    virtual_time: int
-    events: int
-    raw_trace: tuple[Event, ...]  # as recorded: details still raw (see dst.sim.trace)
-    faults: dict[str, int]
-    invariants: tuple[str, ...]
-    checks: int
-    jobs: dict[str, int]
-    violation: ViolationReport | None
-    # What the network and the server recorded of the faults that befell messages and round trips.
-    befell: tuple[list[tuple[int, str, int, int]], list[tuple[int, int, int, int]]] = ([], [])
-    unjudged: Unjudged | None = None
-    situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
-    cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for
-    plan_given: bool = attrs.field(default=False, repr=False, eq=False)  # ``plan`` was passed to run()
-
-    @property
-    def scenario(self) -> str:
-        """The scenario's name."""
-        return self.ran.name
-
-    @property
-    def model(self) -> str:
-        """The importable name of the model that ran."""
-        return self.ran.model.impl
-
-    @property
-    def bugs(self) -> tuple[str, ...]:
-        return self.ran.bugs
-
-    @property
-    def fired(self) -> dict[str, int]:
-        """Every fault that struck, by kind: the plan's, and those the network and the store drew at random."""
-        fired = Counter({kind: n for kind, n in self.faults.items() if not BY_NAME[kind].pinned})
-        fired.update(action for _, _, action, _ in befell(*self.befell))  # a message fault's action is its name
-        return dict(sorted(fired.items()))
-
-    @property
-    def ok(self) -> bool:
-        """No invariant was violated (an unjudged run is ok, and says why it was not judged in full)."""
-        return self.violation is None
-
-    @property
-    def outcome(self) -> str:
-        """``"ok"``, ``"violation"``, or how the run went unjudged (``"undrained"``, ``"over-budget"``)."""
-        if self.violation is not None:
-            return "violation"
-        return "ok" if self.unjudged is None else self.unjudged.kind
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """The trace's digest: taken when first asked for (a campaign never asks)."""
-        return digest(self.raw_trace)
-
-    @functools.cached_property
-    def drawn(self) -> tuple[Step, ...]:
-        """Every fault that befell a message or a store round trip, as the pinned steps (id 0) that would say
-        so, in time order: made when first read (only the minimizer reads it)."""
-        return tuple(make_step(0, *step[:3], **step[3]) for step in befell(*self.befell))
-
-    @functools.cached_property
-    def trace(self) -> tuple[tuple[int, str, str, str], ...]:
-        """The trace with every detail as text: made when first read (a campaign never reads it)."""
-        return tuple(formatted(e) for e in self.raw_trace)
-
-    def summary(self) -> dict[str, Any]:
-        """Everything but wall-clock figures: the same seed gives the same dict."""
-        out: dict[str, Any] = {
-            "scenario": self.scenario,
-            "model": self.model,
-            "seed": self.seed,
-            "bugs": list(self.bugs),
-            "result": self.outcome,
-            "unjudged": None if self.unjudged is None else self.unjudged.why,
-            "virtual_time_ms": self.virtual_time,
-            "events": self.events,
-            "trace_events": len(self.raw_trace),
-            "trace_digest": self.digest,
-            "plan_steps": len(self.plan),
-            "faults": dict(sorted(self.faults.items())),
-            "jobs": dict(sorted(self.jobs.items())),
-            "invariants": list(self.invariants),
-            "checks": self.checks,
-            "situations": self.situations,
-            "cases": self.cases,
-            "violation": None,
-        }
-        if self.violation is not None:
-            v = self.violation
-            out["violation"] = {"invariant": v.invariant, "time_ms": v.time, "step": v.step, "message": v.message,
-                                "during": v.during, "slice": [list(e) for e in self.causal()]}
-        return out
-
-    def causal(self, every_step: bool = False) -> tuple[tuple[int, str, str, str], ...]:
-        """The events that led to the violation (none without one): its causal slice, formatted.
-        ``every_step`` keeps every plan step, as a finding's minimized steps all are."""
-        v = self.violation
-        if v is None:
-            return ()
-        trace = self.trace
-        return tuple(trace[i] for i in causal_slice(trace, v.message, during=v.during, every_step=every_step))
-
-    @property
-    def reproduce(self) -> str | None:
-        """The ``dst run`` command that runs this seed again, or None when no command line can: a plan passed
-        to :func:`run`, or a scenario built or changed in code (:meth:`save` it, and ``dst replay`` the file)."""
-        if self.plan_given:
-            return None
-        from .explore.reproduce import reproduce
-
-        return reproduce(self.ran, self.seed)
-
-    def explain(self) -> str:
-        """What the run did, for a person: its outcome; with a violation, the message, the events that led to it
-        (its causal slice) and how to run it again."""
-        head = f"{self.scenario}, seed {self.seed}"
-        if self.violation is None:
-            why = "" if self.unjudged is None else f", but {self.unjudged.kind}: {self.unjudged.why}"
-            return f"{head}: no violation{why} ({self.events:,} events, {format_time(self.virtual_time)} of virtual time)"
-        v, led = self.violation, self.causal()
-        again = self.reproduce
-        lines = [f"{head}: VIOLATION of {v.invariant} at t={format_time(v.time)}", f"  {v.message}",
-                 f"the {len(led):,} events that led to it (of {len(self.trace):,}):",
-                 *(f"  {format_event(e)}" for e in led),
-                 f"run it again: {again}" if again else
-                 "run it again: no command line runs this plan as given; result.save(folder) writes it as a finding "
-                 "that `dst replay` runs"]
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.explain()
-
-    def save(self, folder: str | Path) -> Path:
-        """Write this run's violation as a finding file in ``folder`` (as it is: not minimized), which ``dst replay``
-        and the pytest plugin replay; returns its path. A finding with the same signature already in ``folder``
-        is kept, and its path returned. Raises ``ValueError`` for a run that violated nothing."""
-        from .findings.files import write
-
-        if self.violation is None:
-            how = "this plan" if self.plan_given else "its own plan"
-            raise ValueError(f"{self.scenario}: seed {self.seed} with {how} of {len(self.plan)} steps violates nothing "
-                             f"(its outcome: {self.outcome}), so there is no finding to save")
-        # The file reads as a script (generation settings zeroed) whenever that leaves the run as it was.
-        tidy = run(scripted(self.ran, self.plan), self.seed)
-        recorded = tidy if tidy.digest == self.digest else self
-        origin = {"scenario": self.ran.source, "seed": self.seed, "plan": "given" if self.plan_given else "generated"}
-        return write(recorded.finding(origin), Path(folder))[0]
-
-    def finding(self, origin: dict[str, Any], minimizer: dict[str, Any] | None = None) -> Finding:
-        """This run's violation as a finding: its scenario with the plan as its steps, and what identifies the
-        run (``origin``: where it came from; ``minimizer``: the figures of the shrinking that made it)."""
-        from .findings.files import Finding, fingerprints, signature, title
-
-        v, ran = self.violation, self.ran
-        if v is None:
-            raise ValueError("only the result of a run that violated an invariant is a finding")
-        scenario = ran if ran.steps == self.plan else attrs.evolve(ran, steps=self.plan)
-        return Finding(
-            scenario=scenario, seed=self.seed, invariant=v.invariant, message=v.message, time=v.time,
-            signature=signature(scenario.model.impl, scenario.bugs, v.invariant, shape(v.message)), digest=self.digest,
-            fingerprints=fingerprints(self.raw_trace), title=title(v.invariant, v.message, scenario, self.raw_trace),
-            origin=origin, minimizer=minimizer or {},
-        )
 
 class _Order:
     """A plan step as its client program sees it: a step's missing job arguments take the workload's defaults."""
@@ -365,7 +171,7 @@ class Simulation:
         self.clients: Mapping[str, ClientProcess]
         self.server: ServerProcess
         if self.aio:
-            from .aio.host import assemble
+            from ..aio.host import assemble
 
             self.loop, self.server, self.clients = assemble(system, kernel, network, self.trace, ghost, self.facts,
                                                             trips, names, job, streams, scenario)
@@ -420,7 +226,7 @@ class Simulation:
         gc.disable()
         try:
             if self.aio:
-                from .aio.sandbox import Refusal
+                from ..aio.sandbox import Refusal
 
                 try:
                     with self.loop.running():  # the loop is asyncio's running loop, and the sandbox is up
@@ -558,35 +364,6 @@ def _aio_systems() -> tuple[type, ...]:
 
     aio = sys.modules.get("dst.aio")
     return (aio.System,) if aio is not None else ()
-
-
-def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool) -> None:
-    """Keys that are fine alone but together would make a correct model fail: one line each, as a load error."""
-    s, net, store = scenario, scenario.network.latency, scenario.model.store_latency
-    quiet = {"the model's reclaim bound (TTL + reaper interval)": bounds.reclaim_within}
-    if has_runs:
-        quiet["the model's CANCELLING bound (cancelling timeout + sweep interval)"] = bounds.transition_within
-        quiet["the model's redelivery bound (redelivery timeout + poll interval)"] = bounds.redeliver_within
-    what, needed = max(quiet.items(), key=lambda item: item[1])
-    if s.run.quiet < needed + slack:
-        raise ScenarioError(f"{s.source}: run.quiet: expected at least {format_duration(needed + slack)} "
-                            f"({what}, {format_duration(needed)}, plus the worst message and store delays, "
-                            f"{format_duration(slack)}), got {format_duration(s.run.quiet)}")
-    round_trip = 2 * net[1] + 4 * store[1]
-    every = {"renewal interval": bounds.renew_every, "heartbeat interval": bounds.heartbeat_every if has_runs else 0}
-    for what, interval in every.items():
-        if interval and round_trip >= interval:
-            raise ScenarioError(f"{s.source}: network.latency: expected a round trip (2 x {format_duration(net[1])} "
-                                f"latency + 4 x {format_duration(store[1])} store latency = "
-                                f"{format_duration(round_trip)}) shorter than the model's {what} "
-                                f"({format_duration(interval)}), or it is due again before its reply and the "
-                                f"work never goes on")
-    beat, lapse = bounds.heartbeat_every, bounds.claim_timeout
-    if has_runs and beat and lapse and beat + round_trip >= lapse:
-        raise ScenarioError(f"{s.source}: model: expected the model's heartbeat interval ({format_duration(beat)}) "
-                            f"plus a round trip ({format_duration(round_trip)}) shorter than its claim timeout "
-                            f"({format_duration(lapse)}), or every claim lapses before its heartbeat arrives and a "
-                            f"run longer than the timeout is handed out again and again")
 
 
 def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,

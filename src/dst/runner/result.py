@@ -1,0 +1,170 @@
+"""What a run returns: its outcome, its plan, its trace, and what it met on the way."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from typing import Any
+
+import attrs
+
+from ..causal import causal_slice
+from ..faults import BY_NAME, befell
+from ..plan import Step, make_step
+from ..scenario import Scenario
+from ..sim.trace import Event, digest, format_event, format_time, formatted
+from .reproduce import reproduce as _command
+
+
+@attrs.frozen
+class ViolationReport:
+    invariant: str
+    time: int
+    step: int  # index of the trace event at which it was detected
+    message: str
+    during: str | None = None  # the message key of the server handler it was detected in (17.1.0), if any
+
+
+@attrs.frozen
+class Unjudged:
+    """A run that ended before it could be judged: neither a pass nor a violation.
+
+    ``kind`` is ``"undrained"`` (a client or the server was still busy when ``run.drain_limit`` ran out,
+    so the liveness checks that follow the quiet period would accuse a live holder) or ``"over-budget"``
+    (the run passed ``run.max_events``)."""
+
+    kind: str
+    why: str
+@attrs.frozen(slots=False)  # not slotted: ``trace`` is a cached property
+class RunResult:
+    ran: Scenario = attrs.field(repr=False)  # the scenario as it ran: its name, model and bugs
+    seed: int
+    plan: tuple[Step, ...]
+    virtual_time: int
+    events: int
+    raw_trace: tuple[Event, ...]  # as recorded: details still raw (see dst.sim.trace)
+    faults: dict[str, int]
+    invariants: tuple[str, ...]
+    checks: int
+    jobs: dict[str, int]
+    violation: ViolationReport | None
+    # What the network and the server recorded of the faults that befell messages and round trips.
+    befell: tuple[list[tuple[int, str, int, int]], list[tuple[int, int, int, int]]] = ([], [])
+    unjudged: Unjudged | None = None
+    situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
+    cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for
+    plan_given: bool = attrs.field(default=False, repr=False, eq=False)  # ``plan`` was passed to run()
+
+    @property
+    def scenario(self) -> str:
+        """The scenario's name."""
+        return self.ran.name
+
+    @property
+    def model(self) -> str:
+        """The importable name of the model that ran."""
+        return self.ran.model.impl
+
+    @property
+    def bugs(self) -> tuple[str, ...]:
+        return self.ran.bugs
+
+    @property
+    def fired(self) -> dict[str, int]:
+        """Every fault that struck, by kind: the plan's, and those the network and the store drew at random."""
+        fired = Counter({kind: n for kind, n in self.faults.items() if not BY_NAME[kind].pinned})
+        fired.update(action for _, _, action, _ in befell(*self.befell))  # a message fault's action is its name
+        return dict(sorted(fired.items()))
+
+    @property
+    def ok(self) -> bool:
+        """No invariant was violated (an unjudged run is ok, and says why it was not judged in full)."""
+        return self.violation is None
+
+    @property
+    def outcome(self) -> str:
+        """``"ok"``, ``"violation"``, or how the run went unjudged (``"undrained"``, ``"over-budget"``)."""
+        if self.violation is not None:
+            return "violation"
+        return "ok" if self.unjudged is None else self.unjudged.kind
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """The trace's digest: taken when first asked for (a campaign never asks)."""
+        return digest(self.raw_trace)
+
+    @functools.cached_property
+    def drawn(self) -> tuple[Step, ...]:
+        """Every fault that befell a message or a store round trip, as the pinned steps (id 0) that would say
+        so, in time order: made when first read (only the minimizer reads it)."""
+        return tuple(make_step(0, *step[:3], **step[3]) for step in befell(*self.befell))
+
+    @functools.cached_property
+    def trace(self) -> tuple[tuple[int, str, str, str], ...]:
+        """The trace with every detail as text: made when first read (a campaign never reads it)."""
+        return tuple(formatted(e) for e in self.raw_trace)
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but wall-clock figures: the same seed gives the same dict."""
+        out: dict[str, Any] = {
+            "scenario": self.scenario,
+            "model": self.model,
+            "seed": self.seed,
+            "bugs": list(self.bugs),
+            "result": self.outcome,
+            "unjudged": None if self.unjudged is None else self.unjudged.why,
+            "virtual_time_ms": self.virtual_time,
+            "events": self.events,
+            "trace_events": len(self.raw_trace),
+            "trace_digest": self.digest,
+            "plan_steps": len(self.plan),
+            "faults": dict(sorted(self.faults.items())),
+            "jobs": dict(sorted(self.jobs.items())),
+            "invariants": list(self.invariants),
+            "checks": self.checks,
+            "situations": self.situations,
+            "cases": self.cases,
+            "violation": None,
+        }
+        if self.violation is not None:
+            v = self.violation
+            out["violation"] = {"invariant": v.invariant, "time_ms": v.time, "step": v.step, "message": v.message,
+                                "during": v.during, "slice": [list(e) for e in self.causal()]}
+        return out
+
+    def causal(self, every_step: bool = False) -> tuple[tuple[int, str, str, str], ...]:
+        """The events that led to the violation (none without one): its causal slice, formatted.
+        ``every_step`` keeps every plan step, as a finding's minimized steps all are."""
+        v = self.violation
+        if v is None:
+            return ()
+        trace = self.trace
+        return tuple(trace[i] for i in causal_slice(trace, v.message, during=v.during, every_step=every_step))
+
+    @property
+    def reproduce(self) -> str | None:
+        """The ``dst run`` command that runs this seed again, or None when no command line can: a plan passed
+        to :func:`run`, or a scenario built or changed in code (:func:`dst.save_finding` writes it as a finding, which ``dst replay`` runs)."""
+        if self.plan_given:
+            return None
+        return _command(self.ran, self.seed)
+
+    def explain(self) -> str:
+        """What the run did, for a person: its outcome; with a violation, the message, the events that led to it
+        (its causal slice) and how to run it again."""
+        head = f"{self.scenario}, seed {self.seed}"
+        if self.violation is None:
+            why = "" if self.unjudged is None else f", but {self.unjudged.kind}: {self.unjudged.why}"
+            return f"{head}: no violation{why} ({self.events:,} events, {format_time(self.virtual_time)} of virtual time)"
+        v, led = self.violation, self.causal()
+        again = self.reproduce
+        lines = [f"{head}: VIOLATION of {v.invariant} at t={format_time(v.time)}", f"  {v.message}",
+                 f"the {len(led):,} events that led to it (of {len(self.trace):,}):",
+                 *(f"  {format_event(e)}" for e in led),
+                 f"run it again: {again}" if again else
+                 "run it again: no command line runs this plan as given; dst.save_finding(result, folder) writes "
+                 " it as a finding that `dst replay` runs"]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
