@@ -10,8 +10,9 @@ from __future__ import annotations
 from . import leases  # noqa: F401, I001
 from . import runs  # noqa: F401
 from . import fencing  # noqa: F401
-from .base import HOOKS, INVARIANTS, Invariant, Violation, invariant, shape
-from .ghost import Ghost, ServerWatch
+from .base import INVARIANTS, Invariant, Violation, invariant, shape
+from .books import HOOKS, ServerWatch
+from .ghost import Ghost
 from .situations import SITUATIONS, Situation
 
 INVARIANT_IDS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS)

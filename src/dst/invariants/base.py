@@ -10,37 +10,10 @@ costs nothing more than the ghost's own bookkeeping (Trio's instruments, dispatc
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ..sim.kernel import StopRun
-
-if TYPE_CHECKING:
-    from .ghost import Ghost
-
-# The hooks a unit may define, and what they are called with:
-HOOKS = (
-    "limit_changed",          # (limit): a step changed a limit's count or its leases (checked at the step's end)
-    "foreign_release",        # (lease | None, limit, n, owned): a release gave back more slots than the lease owned
-    "lease_stored",           # (lease, token, target): a lease was stored, handed ``token`` fencing ``target``
-    "lease_renewed",          # (lease): a lease's expiry moved
-    "write_accepted",         # (holder, lease, token, target): the resource accepted a write
-    "write_refused",          # (holder, lease, token, target): the resource refused a write
-    "work_started",           # (client, handle, other): a client starts protected work (handle: a lease id, or a
-                              # RunClaim, with ``other`` the worker already working on that run, if any)
-    "work_stopped",           # (client, handle): ... and stops it
-    "removed_while_working",  # (client, lease): a lease was removed while its holder worked under it
-    "client_died",            # (client, leases it held): a client incarnation is gone
-    "run_state",              # (run, state): a run entered a state
-    "update_accepted",        # (run, token, what): an ack or terminal write was accepted
-    "cancel_handled",         # (run): the server finished handling a cancel of the run
-    "quiet_period_over",      # (served_until, busy): the drain and the quiet period passed; ``served_until``: when
-                              # workers last served the runs stream (-1: none is left alive; None: one is paused);
-                              # ``busy``: the clients still at work (a drain that ran out): what they hold is live
-    "client_paused",          # (client, until): a client is frozen until ``until``
-    "client_cut_off",         # (client, until): a client is partitioned from the server until ``until``
-    "server_down",            # (): the server went down (a restart) or froze (a pause)
-    "claimed",                # (run, token): a run was delivered under a new claim
-)
+from .books import HOOKS, Books
 
 
 class Violation(StopRun):
@@ -60,7 +33,7 @@ class Unit:
     statement: ClassVar[str]
     parts: ClassVar[frozenset[str]]  # the parts of a model it needs: "leases", "runs"
 
-    def __init__(self, ghost: Ghost) -> None:
+    def __init__(self, ghost: Books) -> None:
         self.g = ghost
 
     @classmethod
@@ -71,7 +44,7 @@ class Unit:
 class Invariant(Unit):
     title: ClassVar[str]  # what a violation looks like, as words of a finding's file name
 
-    def __init__(self, ghost: Ghost) -> None:
+    def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
         self.checks = 0
 

@@ -1,0 +1,365 @@
+"""The ghost's books: the harness's own truth, kept from the facts a model reports, and the invariants' dispatcher.
+
+The harness, not the model, keeps the truth it checks against: which lease owns which slots
+(attributed as the model reports each change), which leases the authority still has, which
+client does protected work under which lease or claim, which state each run is in. It
+implements :class:`dst.sut.Facts` and the hosts' hooks, keeps those books, and hands each
+fact to the invariant units that watch it. Checks are incremental: a change marks what it
+touched, and :meth:`Ghost.settle` (called after every handler step, write and restart) checks
+only that; nothing rescans all state.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+from typing import Any, Callable
+
+from ..sim.kernel import Kernel
+from ..sut import Bounds, Cancel, LeaseView, RunView
+
+# The hooks a unit may define, and what they are called with:
+HOOKS = (
+    "limit_changed",          # (limit): a step changed a limit's count or its leases (checked at the step's end)
+    "foreign_release",        # (lease | None, limit, n, owned): a release gave back more slots than the lease owned
+    "lease_stored",           # (lease, token, target): a lease was stored, handed ``token`` fencing ``target``
+    "lease_renewed",          # (lease): a lease's expiry moved
+    "write_accepted",         # (holder, lease, token, target): the resource accepted a write
+    "write_refused",          # (holder, lease, token, target): the resource refused a write
+    "work_started",           # (client, handle, other): a client starts protected work (handle: a lease id, or a
+                              # RunClaim, with ``other`` the worker already working on that run, if any)
+    "work_stopped",           # (client, handle): ... and stops it
+    "removed_while_working",  # (client, lease): a lease was removed while its holder worked under it
+    "client_died",            # (client, leases it held): a client incarnation is gone
+    "run_state",              # (run, state): a run entered a state
+    "update_accepted",        # (run, token, what): an ack or terminal write was accepted
+    "cancel_handled",         # (run): the server finished handling a cancel of the run
+    "quiet_period_over",      # (served_until, busy): the drain and the quiet period passed; ``served_until``: when
+                              # workers last served the runs stream (-1: none is left alive; None: one is paused);
+                              # ``busy``: the clients still at work (a drain that ran out): what they hold is live
+    "client_paused",          # (client, until): a client is frozen until ``until``
+    "client_cut_off",         # (client, until): a client is partitioned from the server until ``until``
+    "server_down",            # (): the server went down (a restart) or froze (a pause)
+    "claimed",                # (run, token): a run was delivered under a new claim
+)
+
+
+class ServerWatch:
+    """When the server last came up (None while it is down). A liveness window counts only time the
+    server was up: after downtime the check is re-armed for a full window from the boot."""
+
+    __slots__ = ("kernel", "up_since")
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.up_since: int | None = 0
+
+    def rearmed(self, window_start: int, within: int, check: Any, args_from: Any) -> bool:
+        """If the server was not up since ``window_start``, schedule ``check(args_from(start))`` a full
+        window after it is (back) up, and say so; otherwise the window stands and the caller checks now."""
+        up = self.up_since
+        if up is not None and up <= window_start:
+            return False
+        start = self.kernel.now if up is None else up
+        self.kernel.at(start + within, check, args_from(start))
+        return True
+
+
+class _NoLeases:
+    """The lease view of a model that keeps none."""
+
+    def count(self, limit: str) -> int:
+        return 0
+
+    def expiry(self, lease: int) -> int | None:
+        return None
+
+    def lease_ids(self) -> list[int]:
+        return []
+
+
+class Books:
+    """The truth, kept from facts: implements :class:`dst.sut.Facts` and the hosts' hooks, and hands each fact to
+    the units that watch it (:class:`~dst.invariants.ghost.Ghost` picks them)."""
+
+    def __init__(self, kernel: Kernel, limits: dict[str, int]) -> None:
+        self.kernel = kernel
+        self.limits = limits
+        self.view: LeaseView = _NoLeases()
+        self.runs_view: RunView | None = None
+        self.bounds = Bounds()
+        self.server = ServerWatch(kernel)
+        self.model_reached: dict[str, int] = {}
+        self._watchers: dict[str, tuple[Callable[..., None], ...]] = {hook: () for hook in HOOKS}
+        self._bind()
+
+        # Lease books.
+        self.owned: dict[int, int] = {}  # lease -> slots it took and has not given back
+        self.limit_of: dict[int, str] = {}  # lease -> its limit
+        self.live: dict[int, str] = {}  # leases the store has -> holder
+        # Slots owned by stored leases not yet past their expiry, kept as renewals and time move it:
+        self.recognised = {name: 0 for name in limits}
+        self.counted: set[int] = set()  # the leases in ``recognised``
+        self.expiry_of: dict[int, int] = {}  # the expiry last seen for each stored lease
+        self.expiring: dict[str, list[tuple[int, int]]] = {name: [] for name in limits}  # heaps of (expiry, lease)
+        self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
+        self.working: dict[str, int] = {}  # client -> lease it works under right now
+        self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
+        self._dirty: list[str] = []  # limits touched since the last settle
+        self._removed_while_working: list[tuple[str, int]] = []
+        self.token_of: dict[int, int] = {}  # lease -> the token it was handed
+        self.target_of: dict[int, str] = {}  # lease -> what its token fences
+        self.newest_token: dict[str, int] = {}  # target -> the newest token handed out for it
+        self.on_target: dict[str, set[int]] = {}  # target -> the stored leases that hold it
+        # Run books.
+        self.run_states: dict[int, str] = {}
+        self.current_claim: dict[int, int] = {}  # run -> token of its current claim
+        self.run_worker: dict[int, str] = {}  # run -> the worker working on it
+        self.due_since: dict[int, int] = {}  # run -> when it was scheduled, or last handed to a worker
+        self.run_moved = 0  # when a run last changed state, was claimed, heartbeaten or worked on
+        self.quiet_from = 0  # when the quiet period began
+
+    def _bind(self) -> None:
+        # The hot hooks as plain attributes: one lookup, and a loop over nothing when nobody watches.
+        w = self._watchers
+        self._limit_changed = w["limit_changed"]
+        self._foreign_release = w["foreign_release"]
+        self._write_accepted = w["write_accepted"]
+        self._work_started = w["work_started"]
+        self._work_stopped = w["work_stopped"]
+        self._removed = w["removed_while_working"]
+
+    def reached(self, situation: str) -> None:
+        """A situation the model declares came up (``dst.sut.Facts``)."""
+        self.model_reached[situation] = self.model_reached.get(situation, 0) + 1
+
+    # --- dst.sut.Facts: leases --------------------------------------------------------------
+
+    def slots_taken(self, lease: int, limit: str, n: int) -> None:
+        self.owned[lease] = self.owned.get(lease, 0) + n
+        self.limit_of[lease] = limit
+        if lease in self.live:
+            self.live_owned[limit] += n
+        if lease in self.counted:
+            self.recognised[limit] += n
+        self._dirty.append(limit)
+
+    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+        have = self.owned.get(lease, 0) if lease is not None and self.limit_of.get(lease) == limit else 0
+        if have < n:
+            for check in self._foreign_release:
+                check(lease, limit, n, have)
+            n = have  # the books keep only what the lease owned
+        if lease is not None and n:
+            self.owned[lease] = have - n
+            if lease in self.live:
+                self.live_owned[limit] -= n
+            if lease in self.counted:
+                self.recognised[limit] -= n
+        self._dirty.append(limit)
+
+    def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
+                     target: str | None = None) -> None:
+        self.live[lease] = holder
+        self.limit_of.setdefault(lease, limit)
+        self.live_owned[self.limit_of[lease]] += self.owned.get(lease, 0)
+        self._saw_expiry(lease, limit)
+        self._dirty.append(limit)
+        if token is not None and target is not None:
+            for check in self._watchers["lease_stored"]:
+                check(lease, token, target)  # before the books take it: a check compares it with what came before
+            self.token_of[lease], self.target_of[lease] = token, target
+            self.newest_token[target] = max(token, self.newest_token.get(target, token))
+            self.on_target.setdefault(target, set()).add(lease)
+
+    def lease_renewed(self, lease: int, limit: str) -> None:
+        self._saw_expiry(lease, limit)  # a renewal can make a lease count again
+        self._dirty.append(limit)
+        for check in self._watchers["lease_renewed"]:
+            check(lease)
+
+    def _saw_expiry(self, lease: int, limit: str) -> None:
+        expiry = self.view.expiry(lease) or 0
+        self.expiry_of[lease] = expiry
+        heappush(self.expiring[limit], (expiry, lease))
+        if expiry > self.kernel.now and lease not in self.counted:
+            self.counted.add(lease)
+            self.recognised[limit] += self.owned.get(lease, 0)
+
+    def lease_removed(self, lease: int) -> None:
+        holder = self.live.pop(lease, None)
+        target = self.target_of.pop(lease, None)
+        if target is not None:
+            self.on_target[target].discard(lease)  # it holds its target no more
+        if holder is None:
+            return  # a removal reported twice: the books already have it
+        limit = self.limit_of[lease]
+        self.expiry_of.pop(lease, None)
+        if lease in self.counted:
+            self.counted.remove(lease)
+            self.recognised[limit] -= self.owned.get(lease, 0)
+        self.live_owned[limit] -= self.owned.get(lease, 0)
+        self._dirty.append(limit)
+        if self.working.get(holder) == lease:
+            self._removed_while_working.append((holder, lease))
+
+    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+        for check in self._write_accepted:
+            check(holder, lease, token, target)
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        for check in self._watchers["write_refused"]:
+            check(holder, lease, token, target)
+
+    # --- dst.sut.Facts: runs ----------------------------------------------------------------
+
+    def run_state(self, run: int, state: str) -> None:
+        if state == "SCHEDULED":
+            self.due_since[run] = self.kernel.now
+        self.run_states[run] = state
+        self.run_moved = self.kernel.now
+        for check in self._watchers["run_state"]:
+            check(run, state)
+
+    def claimed(self, run: int, token: int) -> None:
+        for check in self._watchers["claimed"]:
+            check(run, token)
+        self.current_claim[run] = token
+        self.due_since[run] = self.kernel.now  # handed to a worker: it is that worker's to finish from now
+        self.run_moved = self.kernel.now
+
+    def update_accepted(self, run: int, token: int, what: str) -> None:
+        self.run_moved = self.kernel.now
+        for check in self._watchers["update_accepted"]:
+            check(run, token, what)
+
+    # --- the hosts' hooks -------------------------------------------------------------------
+
+    def handled(self, request: Any) -> None:
+        """The server finished handling a request (the harness sees every one)."""
+        if request.__class__ is Cancel:
+            for check in self._watchers["cancel_handled"]:
+                check(request.run)
+
+    def work_started(self, client: str, handle: Any) -> None:
+        if handle.__class__ is int:
+            limit = self.limit_of.get(handle)
+            self.working[client] = handle
+            if limit is not None:
+                self.working_on[limit] += 1
+            for check in self._work_started:
+                check(client, handle, None)
+            return
+        run = handle.run  # a run's claim
+        self.run_moved = self.kernel.now
+        other = self.run_worker.get(run)
+        self.run_worker[run] = client
+        for check in self._work_started:
+            check(client, handle, other)
+
+    def work_stopped(self, client: str, handle: Any) -> None:
+        if handle.__class__ is int:
+            del self.working[client]
+            limit = self.limit_of.get(handle)
+            if limit is not None:
+                self.working_on[limit] -= 1
+        elif self.run_worker.get(handle.run) == client:
+            del self.run_worker[handle.run]
+        for check in self._work_stopped:
+            check(client, handle)
+
+    def client_died(self, client: str) -> None:
+        """A client incarnation is gone: its leases must be reclaimed in time."""
+        watchers = self._watchers["client_died"]
+        if watchers:
+            held = [lease for lease, holder in sorted(self.live.items()) if holder == client]
+            for check in watchers:
+                check(client, held)
+
+    def server_down(self) -> None:
+        self.server.up_since = None
+        for check in self._watchers["server_down"]:
+            check()
+
+    def client_paused(self, client: str, until: int) -> None:
+        for check in self._watchers["client_paused"]:
+            check(client, until)
+
+    def client_cut_off(self, client: str, until: int) -> None:
+        for check in self._watchers["client_cut_off"]:
+            check(client, until)
+
+    def server_up(self) -> None:
+        self.server.up_since = self.kernel.now
+
+    def recount(self) -> None:
+        """The store may have changed its counts without a fact to say so (the asyncio mode observes a service
+        that reports none): check every limit at the end of this step."""
+        self._dirty.extend(self.limits)
+
+    def settle(self) -> None:
+        """The end of a step: check what changed since the last one."""
+        if self._dirty:
+            dirty = self._dirty
+            self._dirty = []
+            checks = self._limit_changed
+            for limit in dirty:
+                for check in checks:
+                    check(limit)
+        if self._removed_while_working:
+            removed = self._removed_while_working
+            self._removed_while_working = []
+            for client, lease in removed:
+                if self.working.get(client) == lease:
+                    for check in self._removed:
+                        check(client, lease)
+
+    def quiet_period_over(self, served_until: int | None, busy: frozenset[str] = frozenset()) -> None:
+        for check in self._watchers["quiet_period_over"]:
+            check(served_until, busy)
+
+    # --- what units ask ---------------------------------------------------------------------
+
+    def recognised_lease(self, lease: int, holder: str) -> bool:
+        """The authority still has ``lease``, held by ``holder``, unexpired."""
+        expiry = self.view.expiry(lease)
+        return expiry is not None and self.live.get(lease) == holder and self.kernel.now < expiry
+
+    def lease_state(self, lease: int) -> str:
+        expiry = self.view.expiry(lease)
+        if expiry is None:
+            return f"L{lease} is gone"
+        return f"L{lease} expired at t={expiry}" if expiry <= self.kernel.now else f"L{lease} valid until t={expiry}"
+
+    def recognised_slots(self, limit: str) -> int:
+        """Slots owned by the limit's stored, unexpired leases: leases whose expiry has passed leave the
+        count as time reaches them (amortised O(log n), however many leases the limit has)."""
+        heap, now = self.expiring[limit], self.kernel.now
+        while heap and heap[0][0] <= now:
+            expiry, lease = heappop(heap)
+            if self.expiry_of.get(lease) == expiry and lease in self.counted:
+                self.counted.remove(lease)
+                self.recognised[limit] -= self.owned.get(lease, 0)
+        return self.recognised[limit]
+
+    def owners(self, limit: str, recognised_only: bool = False) -> str:
+        now = self.kernel.now
+        parts = [f"L{lease}({self.live.get(lease, 'gone')})={n}" for lease, n in sorted(self.owned.items())
+                 if n and self.limit_of.get(lease) == limit
+                 and (not recognised_only or (self.view.expiry(lease) or 0) > now)]
+        return f"; owners: {', '.join(parts)}" if parts else ""
+
+    def not_yet_due(self, lease: int) -> bool:
+        """``lease`` is valid, or expired too recently for the reaper to have been due: in a run still
+        moving (a drain that ran out), a lease granted or renewed late is live, not stranded."""
+        return (self.view.expiry(lease) or 0) + self.bounds.reclaim_within > self.kernel.now
+
+    def recognised_claim(self, claim: Any) -> bool:
+        held = self.runs_view.claim_of(claim.run) if self.runs_view is not None else None
+        return held is not None and held.token == claim.token and \
+            self.kernel.now < held.idle_since + self.bounds.claim_timeout
+
+    def claim_state(self, run: int) -> str:
+        held = self.runs_view.claim_of(run) if self.runs_view is not None else None
+        if held is None:
+            return f"run {run} has no claim"
+        return f"current claim {held.token} of {held.consumer}, idle since t={held.idle_since}"
