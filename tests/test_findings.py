@@ -246,9 +246,9 @@ from hypothesis import strategies as st  # noqa: E402
 def test_every_string_round_trips_through_a_finding_file(text):
     import tomllib
 
-    from dst.findings.files import _string
+    from dst.text import toml_string
 
-    assert tomllib.loads(f"x = {_string(text)}")["x"] == text
+    assert tomllib.loads(f"x = {toml_string(text)}")["x"] == text
 
 
 def test_a_finding_with_an_emoji_in_every_string_replays_and_is_written_once(tmp_path, shrunk):

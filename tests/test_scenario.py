@@ -538,7 +538,9 @@ def test_invalid_utf8_gives_one_line(tmp_path: Path) -> None:
     '"bad\\nkey" = 1\n',
     '[model]\nlimits = { "a\\nb" = 0 }\n',
     steps('{ at = "1s", actor = "c1", action = "crash", "x\\ny" = 1 }'),
-], ids=["top-level", "limit-name", "step-argument"])
+    '"name\\n" = 1\n',
+    steps('{ at = "1s", actor = "c1", action = "crash", "x\\n" = 1 }'),
+], ids=["top-level", "limit-name", "step-argument", "ending-in-a-newline", "step-argument-ending-in-a-newline"])
 def test_unknown_key_with_a_newline_is_still_one_line(tmp_path: Path, text: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ScenarioError) as info:

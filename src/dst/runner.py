@@ -27,7 +27,6 @@ from .invariants.situations import cases_met, catalogue
 from .models import ModelError, name_of, resolve
 from .faults import BY_NAME, befell, fault_of, is_pinned
 from .plan import Step, is_client, make_step
-from .plan import format_duration
 from .scenario import Scenario, ScenarioError, scripted, with_model
 from .sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from .sim.kernel import Kernel
@@ -37,6 +36,7 @@ from .sim.rng import Streams
 from .sim.store import RoundTrips
 from .sim.trace import SENT, Event, detail_args, digest, format_event, format_time, formatted, key_name
 from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, Workload
+from .text import format_duration
 
 if TYPE_CHECKING:
     from .findings.files import Finding  # imported when a finding is made: the package's replay imports this module

@@ -10,7 +10,6 @@ was expected; the CLI prints it and exits 2. The schema is documented in ``docs/
 from __future__ import annotations
 
 import os
-import re
 import stat
 import tomllib
 from importlib import resources
@@ -23,15 +22,15 @@ from .errors import UserError
 from .faults import SCHEDULED
 from .invariants import INVARIANT_IDS, RUN_INVARIANTS  # noqa: F401  (RUN_INVARIANTS: re-exported)
 from .models import DEFAULT_IMPL, ModelError, resolve
-from .plan import Step, format_duration, parse_duration, shorten, sort_steps, step_from_mapping
+from .plan import Step, sort_steps, step_from_mapping
 from .sut import Model, OptionError
+from .text import format_duration, key_name, one_line, parse_duration, shorten
 
 SCHEDULERS = ("uniform", "pct")
 DEFAULT_NAME = "default"
 EMBEDDED = "<embedded default>"
 
 Range = tuple[int, int]
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class ScenarioError(UserError):
@@ -39,18 +38,6 @@ class ScenarioError(UserError):
 
 
 PATH_LIMIT = 160  # characters of a file's name in an error line: its start, and its end that names the file
-
-
-def one_line(text: str, limit: int | None = None) -> str:
-    """User text made safe to print, in an error line or in rich output: every character a terminal would
-    act on rather than show (ESC, CR, a line break, a bidi override, a lone surrogate) written as its
-    Python escape (``\\x1b``), and a text longer than ``limit`` cut in the middle (so a path keeps its
-    file name). Markup is not this function's business: rich output passes it on as ``rich.text.Text``."""
-    shown = text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    if limit is None or len(shown) <= limit:
-        return shown
-    keep = max(1, (limit - 25) // 2)
-    return f"{shown[:keep]}...({len(text):,} characters)...{shown[-keep:]}"
 
 
 class _Inner(ValueError):
@@ -148,7 +135,7 @@ def _read_limits(value: object) -> tuple[tuple[str, int], ...]:
         raise ValueError(f"expected a table of limit names to capacities, such as {{ db = 2 }}, got {shorten(value)}")
     for name, cap in value.items():
         if not _is_int(cap) or not 1 <= cap <= MAX_COUNT:
-            raise _Inner(_key(name), f"expected an integer from 1 to {MAX_COUNT:,}, got {shorten(cap)}")
+            raise _Inner(key_name(name), f"expected an integer from 1 to {MAX_COUNT:,}, got {shorten(cap)}")
     return tuple(sorted(value.items()))
 
 
@@ -324,12 +311,6 @@ class Scenario:
 
 # --- reading ------------------------------------------------------------------------------------------
 
-def _key(key: str) -> str:
-    """A key as TOML would spell it: bare when it can be, quoted (and escaped, so one line) when not;
-    a long one shortened, as a value is."""
-    return key if _BARE_KEY.match(key) and len(key) <= 40 else shorten(key)
-
-
 class _Reader:
     """Walks a TOML document, recording the key path for error messages."""
 
@@ -347,7 +328,7 @@ class _Reader:
             raise self.fail(path, "a table", value)
         for k in value:
             if k not in allowed:
-                raise self.fail(f"{path}.{_key(k)}" if path else _key(k),
+                raise self.fail(f"{path}.{key_name(k)}" if path else key_name(k),
                                 f"one of the keys {', '.join(allowed)} (unknown key)")
         return value
 
@@ -387,7 +368,7 @@ class _Reader:
         for k in t:
             if k not in allowed:
                 theirs = f"; {impl} has no options" if not fields else ""
-                raise self.fail(f"model.{_key(k)}", f"one of the keys {', '.join(allowed)} (unknown key{theirs})")
+                raise self.fail(f"model.{key_name(k)}", f"one of the keys {', '.join(allowed)} (unknown key{theirs})")
         values = {f.name: self.value(t, f.name, "model", _kind(f).read, f.default)
                   for f in attrs.fields(ModelConfig) if f.name != "options"}
         options = None
@@ -433,7 +414,7 @@ def parse_scenario(doc: dict[str, Any], source: str, *, model: str | None = None
     r = _Reader(source)
     for k in doc:
         if k not in _TOP_KEYS:
-            raise r.fail(_key(k), f"one of the top-level keys {', '.join(_TOP_KEYS)} (unknown key)")
+            raise r.fail(key_name(k), f"one of the top-level keys {', '.join(_TOP_KEYS)} (unknown key)")
     model_config, implementation = r.model(doc)
     sections = {name: r.section(doc, name, cls) for name, cls in _SECTIONS.items()}
     workload, runs = sections["workload"], sections["runs"]

@@ -29,8 +29,8 @@ from .. import __version__
 from ..faults import FAULTS, fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
-from ..plan import parse_duration, shorten, toml_string as _string
-from ..scenario import PATH_LIMIT, Scenario, ScenarioError, one_line, read_toml, scenario_from_doc, scenario_to_doc
+from ..text import one_line, parse_duration, shorten, toml_key, toml_string
+from ..scenario import PATH_LIMIT, Scenario, ScenarioError, read_toml, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event, format_time
 
 FORMAT = 1
@@ -98,20 +98,16 @@ def _value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return _string(v)
+        return toml_string(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_bare(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
+        return "{ " + ", ".join(f"{toml_key(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
     raise TypeError(f"cannot write {v!r} as TOML")
 
 
-def _bare(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _string(key)
-
-
 def _lines(prints: tuple[str, ...], per_line: int = 10) -> str:
-    rows = [", ".join(_string(p) for p in prints[i:i + per_line]) for i in range(0, len(prints), per_line)]
+    rows = [", ".join(toml_string(p) for p in prints[i:i + per_line]) for i in range(0, len(prints), per_line)]
     return "[\n" + "".join(f"  {row},\n" for row in rows) + "]"
 
 
@@ -139,7 +135,7 @@ def render(finding: Finding, number: int) -> str:
     out += ["", "[finding]"] + [f"{k} = {_value(v)}" for k, v in meta.items()]
     out.append(f"fingerprints = {_lines(finding.fingerprints)}")
     for section, values in doc.items():
-        out += ["", f"[{section}]"] + [f"{_bare(k)} = {_value(v)}" for k, v in values.items()]
+        out += ["", f"[{section}]"] + [f"{toml_key(k)} = {_value(v)}" for k, v in values.items()]
     return "\n".join(out) + "\n"
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..scenario import PATH_LIMIT, one_line
+from ..scenario import PATH_LIMIT
+from ..text import one_line
 
 
 class JUnitError(UserError):

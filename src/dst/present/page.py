@@ -31,7 +31,8 @@ from ..faults import FAULTS, FaultKind, fault_of
 from ..plan import is_client
 from .terminal import ACTION_STYLE, lane_order
 from ..runner import RunResult
-from ..scenario import PATH_LIMIT, one_line
+from ..scenario import PATH_LIMIT
+from ..text import one_line
 from ..sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, RESPONSE, SENT, STORED, Event,
                         detail_args)
 
