@@ -9,8 +9,6 @@ was expected; the CLI prints it and exits 2. The schema is documented in ``docs/
 
 from __future__ import annotations
 
-import os
-import stat
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any, Callable
 import attrs
 
 from .errors import UserError
+from .files import PATH_LIMIT, FileError, read_text, read_toml, where  # noqa: F401  (PATH_LIMIT, read_text: the CLI's)
 from .faults import SCHEDULED
 from .invariants import INVARIANT_IDS, RUN_INVARIANTS  # noqa: F401  (RUN_INVARIANTS: re-exported)
 from .models import DEFAULT_IMPL, ModelError, resolve
@@ -35,9 +34,6 @@ Range = tuple[int, int]
 
 class ScenarioError(UserError):
     """A scenario file is malformed; ``str()`` is the one line to show the user."""
-
-
-PATH_LIMIT = 160  # characters of a file's name in an error line: its start, and its end that names the file
 
 
 class _Inner(ValueError):
@@ -316,7 +312,7 @@ class _Reader:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.where = one_line(source, PATH_LIMIT)  # the file as error lines name it
+        self.where = where(source)  # the file as error lines name it
 
     def fail(self, path: str, expected: str, got: object = attrs.NOTHING) -> ScenarioError:
         tail = "" if got is attrs.NOTHING else f", got {shorten(got)}"
@@ -509,58 +505,12 @@ def load_scenario(path: str | Path | None = None, *, model: str | None = None) -
         text = resources.files("dst").joinpath(f"scenarios/{name}.toml").read_text(encoding="utf-8")
         return scenario_from_doc(tomllib.loads(text), EMBEDDED if name == DEFAULT_NAME else f"<embedded {name}>",
                                  model)
-    return scenario_from_doc(read_toml(path, missing="no such file (nor the name of a scenario shipped with dst, "
-                                                     "such as 'default', 'runs' or a bug's slug)"), str(path), model)
-
-
-MAX_FILE_BYTES = 64 << 20  # far past any scenario or finding: a stray huge file is not read whole into memory
-
-
-def read_toml(path: str | Path, *, missing: str = "no such file") -> dict[str, Any]:
-    """The TOML document in a file, or a :class:`ScenarioError` in one line naming the file and what is wrong."""
-    where = one_line(str(path), PATH_LIMIT)
-    text = read_text(path, missing=missing)
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{where}: not valid TOML: {e}") from None
-    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
-        raise ScenarioError(f"{where}: not valid TOML for dst: arrays or inline tables nested too deep") from None
-    except ValueError as e:  # int()'s own limit, which tomllib lets through: an integer of over 4,300 digits
-        raise ScenarioError(f"{where}: not valid TOML for dst: {str(e).split(';')[0]}") from None
-
-
-def read_text(path: str | Path, *, missing: str = "no such file") -> str:
-    """The UTF-8 text of a file, or a :class:`ScenarioError` in one line naming the file and what is wrong.
-
-    Only a regular file is read: a FIFO would block and a device might never end."""
-    where = one_line(str(path), PATH_LIMIT)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer opens at once (to be refused)
-        try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                what = "a folder" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
-                raise ScenarioError(f"{where}: cannot read the file (it is {what}, not a regular file)")
-            with open(fd, "rb", closefd=False) as f:
-                data = f.read(MAX_FILE_BYTES + 1)
-        finally:
-            os.close(fd)
-    except ScenarioError:
-        raise
-    except FileNotFoundError:
-        raise ScenarioError(f"{where}: {missing}") from None
-    except OSError as e:
-        raise ScenarioError(f"{where}: cannot read the file ({e.strerror or type(e).__name__})") from None
-    except ValueError as e:  # a NUL in the path
-        raise ScenarioError(f"{where}: cannot read the file ({e})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ScenarioError(f"{where}: cannot read the file (larger than {MAX_FILE_BYTES >> 20} MiB)")
-    try:
-        return data.decode("utf-8-sig")  # -sig: a byte-order mark some editors write is not an error
-    except UnicodeDecodeError as e:
-        raise ScenarioError(f"{where}: cannot read the file (not UTF-8 text: byte {e.start + 1} is "
-                            f"{data[e.start]:#04x})") from None
+        doc = read_toml(path, missing="no such file (nor the name of a scenario shipped with dst, such as 'default', "
+                                      "'runs' or a bug's slug)")
+    except FileError as e:
+        raise ScenarioError(str(e)) from None
+    return scenario_from_doc(doc, str(path), model)
 
 
 def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None) -> Scenario:

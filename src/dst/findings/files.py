@@ -17,7 +17,6 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -29,8 +28,9 @@ from .. import __version__
 from ..faults import FAULTS, fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
-from ..text import one_line, parse_duration, shorten, toml_key, toml_string
-from ..scenario import PATH_LIMIT, Scenario, ScenarioError, read_toml, scenario_from_doc, scenario_to_doc
+from ..text import parse_duration, shorten, toml_key, toml_string
+from ..files import FileError, check_folder, read_toml, staged, where, why
+from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event, format_time
 
 FORMAT = 1
@@ -161,7 +161,7 @@ def existing(directory: Path) -> dict[str, Path]:
     for path in _finding_files(directory):
         try:
             meta = read_toml(path).get("finding", {})
-        except ScenarioError:
+        except FileError:
             continue
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             continue
@@ -180,22 +180,12 @@ class FolderError(UserError):
 def ready(directory: Path) -> Path:
     """Make sure findings can be written into ``directory`` (created if missing), or say why in one line."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".dst-probe-")
-        os.close(fd)
-        os.unlink(probe)
+        check_folder(directory)
     except FileExistsError:
-        raise FolderError(f"{_where(directory)}: expected a folder for findings, but it is a file") from None
-    except OSError as e:
-        raise FolderError(f"{_where(directory)}: cannot write findings there ({e.strerror or type(e).__name__})") from None
-    except ValueError as e:  # a NUL in the name
-        raise FolderError(f"{_where(directory)}: cannot write findings there ({e})") from None
+        raise FolderError(f"{where(directory)}: expected a folder for findings, but it is a file") from None
+    except (OSError, ValueError) as e:
+        raise FolderError(f"{where(directory)}: cannot write findings there ({why(e)})") from None
     return directory
-
-
-def _where(path: Path) -> str:
-    """A file or folder as an error line names it."""
-    return one_line(str(path), PATH_LIMIT)
 
 
 @contextmanager
@@ -222,23 +212,16 @@ def write(finding: Finding, directory: Path) -> tuple[Path, bool]:
         numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
         number = max(numbers, default=0) + 1
         while True:
-            fd, temp = tempfile.mkstemp(dir=directory, prefix=".finding-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(render(finding, number))  # complete before it has a name: no one sees half a file
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(temp, 0o644)  # readable by the group that collects CI artifacts
+            with staged(directory, render(finding, number).encode(), prefix=".finding-") as temp:
                 again = read(temp)
                 assert (again.digest, again.invariant, again.scenario.steps) == \
                     (finding.digest, finding.invariant, finding.scenario.steps), "a finding did not read back as written"
                 target = directory / f"{number:03d}-{finding.title}.toml"
-                os.link(temp, target)  # fails rather than overwrite
-                return target, True
-            except FileExistsError:
-                number += 1  # a name taken by hand meanwhile
-            finally:
-                os.unlink(temp)
+                try:
+                    os.link(temp, target)  # fails rather than overwrite
+                    return target, True
+                except FileExistsError:
+                    number += 1  # a name taken by hand meanwhile
 
 
 # --- reading ------------------------------------------------------------------------------------------
@@ -247,29 +230,29 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
     """Read and check a finding file; a malformed one raises :class:`FindingError` (one line). ``model``
     names a model to run it on instead of the one it recorded (``dst replay --model``)."""
     path = Path(path)
-    where = _where(path)
+    at = where(path)
     try:
         doc = read_toml(path)
-    except ScenarioError as e:
+    except FileError as e:
         raise FindingError(str(e)) from None
     meta = doc.pop("finding", None)
     if not isinstance(meta, dict):
-        raise FindingError(f"{where}: finding: expected a [finding] table (is this a finding file?)")
+        raise FindingError(f"{at}: finding: expected a [finding] table (is this a finding file?)")
 
     def need(key: str, kind: type, what: str) -> Any:
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise FindingError(f"{where}: finding.{key}: expected {what}, got {shorten(value)}")
+            raise FindingError(f"{at}: finding.{key}: expected {what}, got {shorten(value)}")
         return value
 
     if meta.get("format") != FORMAT:
-        raise FindingError(f"{where}: finding.format: expected {FORMAT}, got {shorten(meta.get('format'))}")
+        raise FindingError(f"{at}: finding.format: expected {FORMAT}, got {shorten(meta.get('format'))}")
     seed = need("seed", int, "the integer seed")
     if seed < 0:
-        raise FindingError(f"{where}: finding.seed: expected a non-negative integer, got {shorten(seed)}")
+        raise FindingError(f"{at}: finding.seed: expected a non-negative integer, got {shorten(seed)}")
     prints = meta.get("fingerprints", [])
     if not isinstance(prints, list) or not all(isinstance(p, str) for p in prints):
-        raise FindingError(f"{where}: finding.fingerprints: expected a list of strings")
+        raise FindingError(f"{at}: finding.fingerprints: expected a list of strings")
     try:
         scenario = scenario_from_doc(doc, str(path), model)
     except ScenarioError as e:
@@ -278,12 +261,12 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
     try:
         time = parse_duration(recorded)
     except ValueError as e:
-        raise FindingError(f"{where}: finding.time: {e}") from None
+        raise FindingError(f"{at}: finding.time: {e}") from None
     if not scenario.steps:
-        raise FindingError(f"{where}: steps: expected the finding's steps (at least one)")
+        raise FindingError(f"{at}: steps: expected the finding's steps (at least one)")
     invariant = need("invariant", str, "an invariant id")
     if invariant not in scenario.invariants:
-        raise FindingError(f"{where}: finding.invariant: expected one of the scenario's invariants, "
+        raise FindingError(f"{at}: finding.invariant: expected one of the scenario's invariants, "
                            f"got {shorten(invariant)}")
     origin, minimizer = meta.get("origin", {}), meta.get("minimizer", {})
     return Finding(
