@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from .faults import FAULT_ACTIONS, FAULTS
-from .text import format_duration, key_name, parse_duration, shorten, toml_string
+from .text import format_duration, key_name, parse_duration, shorten, toml_value
 
 # action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name",
 # "key" (a message as the trace names it: 17.3.0). The workload's actions, then every fault kind's (dst.faults).
@@ -92,9 +92,7 @@ class Step:
 
     def __repr__(self) -> str:
         """The step as a TOML inline table, to paste into a scenario's ``steps``."""
-        shown = (f"{key} = {toml_string(value) if isinstance(value, str) else value}"
-                 for key, value in self.to_dict().items())
-        return "{ " + ", ".join(shown) + " }"
+        return toml_value(self.to_dict())
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         """Hypothesis (and IPython) print a step as its ``repr``, not field by field."""

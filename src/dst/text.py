@@ -1,5 +1,5 @@
 """Text, once: durations written and read, a value or a user's text made short and safe for one line,
-and TOML's spelling of a string and a key.
+and TOML's spelling of a string, a key and a value.
 
 It imports nothing of ``dst``. The spelling of a virtual time in a trace (``format_time``) belongs to
 the seam a model is written against, :mod:`dst.sut`, which imports nothing of ``dst`` at all.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import Any
 
 _DAY = 86_400_000
 MAX_DURATION = 365 * _DAY  # virtual time a scenario may ask for; a run is bounded by a few of these
@@ -98,3 +99,18 @@ def toml_string(text: str) -> str:
 def toml_key(key: str) -> str:
     """``key`` as TOML writes it: bare when it can be, else a basic string."""
     return key if _BARE_KEY.fullmatch(key) else toml_string(key)
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML writes it inline: a string, a number, a flag, an array or a table."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(x)}" for k, x in value.items()) + " }" if value else "{}"
+    raise TypeError(f"cannot write {value!r} as TOML")

@@ -28,7 +28,7 @@ from .. import __version__
 from ..faults import FAULTS, fault_of
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
-from ..text import parse_duration, shorten, toml_key, toml_string
+from ..text import parse_duration, shorten, toml_key, toml_string, toml_value
 from ..files import FileError, check_folder, read_toml, staged, where, why
 from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event, format_time
@@ -92,20 +92,6 @@ def title(finding_invariant: str, message: str, scenario: Scenario, trace: Itera
 
 # --- writing ------------------------------------------------------------------------------------------
 
-def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return toml_string(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{toml_key(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
-    raise TypeError(f"cannot write {v!r} as TOML")
-
-
 def _lines(prints: tuple[str, ...], per_line: int = 10) -> str:
     rows = [", ".join(toml_string(p) for p in prints[i:i + per_line]) for i in range(0, len(prints), per_line)]
     return "[\n" + "".join(f"  {row},\n" for row in rows) + "]"
@@ -123,19 +109,19 @@ def render(finding: Finding, number: int) -> str:
         "",
     ]
     for k in ("name", "description", "bugs", "invariants"):
-        out.append(f"{k} = {_value(doc.pop(k))}")
+        out.append(f"{k} = {toml_value(doc.pop(k))}")
     out.append("steps = [")
-    out += [f"  {_value(step)}," for step in doc.pop("steps")]
+    out += [f"  {toml_value(step)}," for step in doc.pop("steps")]
     out.append("]")
     meta = {
         "format": FORMAT, "dst_version": finding.dst_version, "seed": finding.seed, "invariant": finding.invariant,
         "message": finding.message, "time": format_time(finding.time), "signature": finding.signature,
         "trace_digest": finding.digest, "replay": replay, "origin": finding.origin, "minimizer": finding.minimizer,
     }
-    out += ["", "[finding]"] + [f"{k} = {_value(v)}" for k, v in meta.items()]
+    out += ["", "[finding]"] + [f"{k} = {toml_value(v)}" for k, v in meta.items()]
     out.append(f"fingerprints = {_lines(finding.fingerprints)}")
     for section, values in doc.items():
-        out += ["", f"[{section}]"] + [f"{toml_key(k)} = {_value(v)}" for k, v in values.items()]
+        out += ["", f"[{section}]"] + [f"{toml_key(k)} = {toml_value(v)}" for k, v in values.items()]
     return "\n".join(out) + "\n"
 
 
