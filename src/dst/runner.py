@@ -39,7 +39,7 @@ from .sut import RESOURCE, SERVER, Bounds, Cancel, Env, Model, Submit, System, W
 from .text import format_duration
 
 if TYPE_CHECKING:
-    from .findings.files import Finding  # imported when a finding is made: the package's replay imports this module
+    from .findings.format import Finding  # imported when a finding is made: the package's replay imports this module
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
@@ -213,7 +213,7 @@ class RunResult:
         """Write this run's violation as a finding file in ``folder`` (as it is: not minimized), which ``dst replay``
         and the pytest plugin replay; returns its path. A finding with the same signature already in ``folder``
         is kept, and its path returned. Raises ``ValueError`` for a run that violated nothing."""
-        from .findings.files import write
+        from .findings.folder import write
 
         if self.violation is None:
             how = "this plan" if self.plan_given else "its own plan"
@@ -228,7 +228,7 @@ class RunResult:
     def finding(self, origin: dict[str, Any], minimizer: dict[str, Any] | None = None) -> Finding:
         """This run's violation as a finding: its scenario with the plan as its steps, and what identifies the
         run (``origin``: where it came from; ``minimizer``: the figures of the shrinking that made it)."""
-        from .findings.files import Finding, fingerprints, signature, title
+        from .findings.format import Finding, fingerprints, signature, title
 
         v, ran = self.violation, self.ran
         if v is None:

@@ -1,40 +1,30 @@
-"""Finding files: ``findings/NNN-what-happened.toml``.
+"""A finding's file: ``findings/NNN-what-happened.toml``, written and read.
 
 A finding is a scenario file with a ``[finding]`` table: the complete scenario (every key
 written out), its minimized plan as a readable ``steps`` list a person can edit, and what
 the run is expected to do (the violated invariant, its message, the trace digest). So
 ``dst run --scenario findings/007-....toml --seed N`` runs it too.
-
-Files are written atomically (a temporary file, then a hard link that fails rather than
-overwrite), numbered after the highest number already there, and skipped when a finding
-with the same signature already exists.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
-import re
-import stat
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import attrs
 
-from ..errors import UserError
 from .. import __version__
+from ..errors import UserError
 from ..faults import FAULTS, fault_of
+from ..files import FileError, read_toml, where
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
-from ..text import parse_duration, shorten, toml_key, toml_string, toml_value
-from ..files import FileError, check_folder, read_toml, staged, where, why
 from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event, format_time
+from ..text import parse_duration, shorten, toml_key, toml_string, toml_value
 
 FORMAT = 1
-_NAME = re.compile(r"^(\d{3,})-[a-z0-9-]+\.toml$")
 
 
 class FindingError(UserError):
@@ -75,8 +65,6 @@ def signature(impl: str, bugs: Iterable[str], invariant: str, shape: str) -> str
 
 
 # --- titles -------------------------------------------------------------------------------------------
-
-
 
 def title(finding_invariant: str, message: str, scenario: Scenario, trace: Iterable[Event]) -> str:
     """A readable summary of what happened: what broke, and the fault that set it up."""
@@ -123,91 +111,6 @@ def render(finding: Finding, number: int) -> str:
     for section, values in doc.items():
         out += ["", f"[{section}]"] + [f"{toml_key(k)} = {toml_value(v)}" for k, v in values.items()]
     return "\n".join(out) + "\n"
-
-
-_MAX_BYTES = 1 << 20  # a finding is a few kilobytes: a larger file in the folder is not one
-
-
-def _finding_files(directory: Path) -> list[Path]:
-    """The folder's finding files: regular files (not links, not FIFOs) named ``NNN-*.toml``, in order."""
-    files = []
-    for path in sorted(directory.iterdir()):
-        try:
-            info = path.lstat()
-        except OSError:
-            continue
-        if _NAME.match(path.name) and stat.S_ISREG(info.st_mode) and info.st_size <= _MAX_BYTES:
-            files.append(path)
-    return files
-
-
-def existing(directory: Path) -> dict[str, Path]:
-    """Signatures of the findings already in ``directory`` (a file that is not a finding is skipped)."""
-    found: dict[str, Path] = {}
-    for path in _finding_files(directory):
-        try:
-            meta = read_toml(path).get("finding", {})
-        except FileError:
-            continue
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            continue
-        if isinstance(meta.get("signature"), str):
-            found.setdefault(meta["signature"], path)
-        origin = meta.get("origin", {})
-        if isinstance(origin, dict) and isinstance(origin.get("signature"), str):
-            found.setdefault(origin["signature"], path)
-    return found
-
-
-class FolderError(UserError):
-    """The findings folder cannot take a finding; ``str()`` is one line (exit 2, before a campaign starts)."""
-
-
-def ready(directory: Path) -> Path:
-    """Make sure findings can be written into ``directory`` (created if missing), or say why in one line."""
-    try:
-        check_folder(directory)
-    except FileExistsError:
-        raise FolderError(f"{where(directory)}: expected a folder for findings, but it is a file") from None
-    except (OSError, ValueError) as e:
-        raise FolderError(f"{where(directory)}: cannot write findings there ({why(e)})") from None
-    return directory
-
-
-@contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """One writer at a time in a folder (two campaigns at once write each signature once)."""
-    with open(directory / ".dst-findings.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def write(finding: Finding, directory: Path) -> tuple[Path, bool]:
-    """Write ``finding`` into ``directory`` as the next number; returns (path, written). When a finding
-    with its signature is already there, returns that one's path and writes nothing. The file is read
-    back before it is given its name, so a finding that would not read is never written."""
-    ready(directory)
-    with _locked(directory):
-        known = existing(directory)
-        for sig in (finding.signature, finding.origin.get("signature")):
-            if sig in known:
-                return known[sig], False
-        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
-        number = max(numbers, default=0) + 1
-        while True:
-            with staged(directory, render(finding, number).encode(), prefix=".finding-") as temp:
-                again = read(temp)
-                assert (again.digest, again.invariant, again.scenario.steps) == \
-                    (finding.digest, finding.invariant, finding.scenario.steps), "a finding did not read back as written"
-                target = directory / f"{number:03d}-{finding.title}.toml"
-                try:
-                    os.link(temp, target)  # fails rather than overwrite
-                    return target, True
-                except FileExistsError:
-                    number += 1  # a name taken by hand meanwhile
 
 
 # --- reading ------------------------------------------------------------------------------------------
