@@ -56,7 +56,7 @@ def _kind(mode: int) -> str:
 
 
 def _refused(what: str) -> OSError:
-    return OSError(errno.EISDIR if what == "a folder" else errno.EINVAL, f"it is {what}, not a regular file")
+    return OSError(errno.EINVAL, f"it is {what}, not a regular file")
 
 
 # --- reading ------------------------------------------------------------------------------------------
