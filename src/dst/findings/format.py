@@ -21,7 +21,8 @@ from ..files import FileError, read_toml, where
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
 from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
-from ..sim.trace import Event, format_time
+from ..sim.trace import Event
+from ..sut import format_time
 from ..text import parse_duration, shorten, toml_key, toml_string, toml_value
 
 FORMAT = 1

@@ -6,9 +6,10 @@ a document. The schema is documented in ``docs/scenarios.md``.
 """
 
 from ..files import PATH_LIMIT, read_text  # the command line takes these two and one_line from here
+from ..invariants import INVARIANT_IDS
 from ..text import one_line
 from .read import embedded_scenarios, load_scenario, parse_scenario, scenario_from_doc, with_model
-from .schema import (EMBEDDED, INVARIANT_IDS, SCHEDULERS, FaultRate, FaultsConfig, ModelConfig, NetworkConfig,
+from .schema import (EMBEDDED, SCHEDULERS, FaultRate, FaultsConfig, ModelConfig, NetworkConfig,
                      RunConfig, RunsConfig, Scenario, ScenarioError, WorkloadConfig, scripted)
 from .write import scenario_to_doc
 
