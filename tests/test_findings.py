@@ -246,9 +246,9 @@ from hypothesis import strategies as st  # noqa: E402
 def test_every_string_round_trips_through_a_finding_file(text):
     import tomllib
 
-    from dst.findings.files import _string
+    from dst.text import toml_string
 
-    assert tomllib.loads(f"x = {_string(text)}")["x"] == text
+    assert tomllib.loads(f"x = {toml_string(text)}")["x"] == text
 
 
 def test_a_finding_with_an_emoji_in_every_string_replays_and_is_written_once(tmp_path, shrunk):
@@ -278,7 +278,7 @@ def test_two_campaigns_writing_one_folder_at_once_write_each_signature_once(tmp_
 def test_only_regular_finding_files_are_read_and_a_stray_signature_does_not_hide_a_finding(tmp_path, shrunk):
     import os
 
-    from dst.findings.files import existing
+    from dst.findings.folder import existing
 
     (tmp_path / "notes.toml").write_text(f'[finding]\nsignature = "{to_finding(shrunk, {}).signature}"\n')
     os.symlink("/dev/zero", tmp_path / "002-a-link.toml")

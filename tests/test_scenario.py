@@ -23,11 +23,11 @@ from dst.cli import main
 from dst.reference import ReferenceOptions
 from dst.reference.bugs import KNOWN_BUGS
 from dst.plan import Step
+from dst.files import where
 from dst.runner import run
 from dst.scenario import (
     EMBEDDED,
     INVARIANT_IDS,
-    PATH_LIMIT,
     FaultRate,
     FaultsConfig,
     ModelConfig,
@@ -37,7 +37,6 @@ from dst.scenario import (
     ScenarioError,
     WorkloadConfig,
     load_scenario,
-    one_line,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -516,7 +515,7 @@ def test_unreadable_path_gives_one_line(
         load_scenario(path)
     message = str(info.value)
     assert_one_line(message)
-    assert message.startswith(f"{one_line(str(path), PATH_LIMIT)}: "), message  # a long path is cut in the middle
+    assert message.startswith(f"{where(path)}: "), message  # a long path is cut in the middle
     assert expected in message
 
     assert main(["run", "--scenario", str(path)]) == 2
@@ -538,7 +537,9 @@ def test_invalid_utf8_gives_one_line(tmp_path: Path) -> None:
     '"bad\\nkey" = 1\n',
     '[model]\nlimits = { "a\\nb" = 0 }\n',
     steps('{ at = "1s", actor = "c1", action = "crash", "x\\ny" = 1 }'),
-], ids=["top-level", "limit-name", "step-argument"])
+    '"name\\n" = 1\n',
+    steps('{ at = "1s", actor = "c1", action = "crash", "x\\n" = 1 }'),
+], ids=["top-level", "limit-name", "step-argument", "ending-in-a-newline", "step-argument-ending-in-a-newline"])
 def test_unknown_key_with_a_newline_is_still_one_line(tmp_path: Path, text: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ScenarioError) as info:

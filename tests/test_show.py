@@ -220,6 +220,19 @@ def test_show_errors_are_one_line_and_exit_2(argv, says, tmp_path, monkeypatch, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("make, what", [
+    (os.mkdir, "a folder"),
+    (os.mkfifo, "a FIFO, socket or device"),  # nobody writes it: opening it to look for a page would block forever
+])
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["", "force"])
+def test_show_never_writes_over_what_is_not_a_file_and_says_so_once(make, what, force, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    make("page.html")
+    assert main(["show", "--seed", "1", "-o", "page.html", *force]) == 2
+    assert _one_line_error(capsys) == f"dst show: page.html: is {what}: name a file for the page"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"] and not os.path.isfile("page.html")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_show_says_a_folder_it_cannot_write_in_one_line(tmp_path, capsys):
     locked = tmp_path / "locked"

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .explore.fuzz import FuzzResult, Group, Outcome, fuzz
     from .findings.make import save_finding
     from .explore.shrink import Shrunk, shrink
-    from .findings.files import Finding, FindingError, read as read_finding
+    from .findings.format import Finding, FindingError, read as read_finding
     from .findings.replay import Replay, replay
     from .errors import UserError
     from .models import ModelError

@@ -10,12 +10,12 @@ others unchanged.
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
 import attrs
 
 from .faults import FAULT_ACTIONS, FAULTS
+from .text import format_duration, key_name, parse_duration, shorten, toml_value
 
 # action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name",
 # "key" (a message as the trace names it: 17.3.0). The workload's actions, then every fault kind's (dst.faults).
@@ -32,69 +32,10 @@ for _kind in FAULTS:
                               **({} if _kind.pinned else {"moment": "name"})})  # a scheduled fault can be aimed
 ACTIONS = dict(sorted(ACTIONS.items()))
 
-__all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "format_duration", "is_client", "make_step", "parse_duration",
-           "sort_steps", "step_from_mapping", "toml_string"]
+__all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "is_client", "make_step", "sort_steps", "step_from_mapping"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _CLIENT = re.compile(r"^c[1-9]\d*$")
 _KEY = re.compile(r"^(\d+\.\d+\.\d+r?|bg\d+\.\d+\.\d+)$")
-
-
-_DAY = 86_400_000
-MAX_DURATION = 365 * _DAY  # virtual time a scenario may ask for; a run is bounded by a few of these
-
-
-def parse_duration(value: object) -> int:
-    """``"60s"``, ``"250ms"``, ``"1.5m"`` or a number of seconds -> integer milliseconds.
-
-    Raises ``ValueError`` with what was expected.
-    """
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as '60s' or '250ms'")
-    if isinstance(value, (int, float)):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"expected a finite duration, got {shorten(value)}")
-        ms = Decimal(str(value)) * 1000  # via str: 0.1 s is 100 ms, not 100.00000000000001
-    elif isinstance(value, str) and (m := _DURATION.match(value)):
-        ms = Decimal(m.group(1)) * _UNIT_MS[m.group(2)]
-    else:
-        raise ValueError(f"expected a duration such as '60s' or '250ms', got {shorten(value)}")
-    if ms > MAX_DURATION:  # before int(): "1e999999999s" would be a billion digits
-        raise ValueError(f"expected a duration of at most {MAX_DURATION // _DAY} days, got {shorten(value)}")
-    if ms < 0 or ms != int(ms):
-        raise ValueError(f"expected a non-negative whole number of milliseconds, got {shorten(value)}")
-    return int(ms)
-
-
-def shorten(value: object) -> str:
-    """A value for an error message: never more than a line's worth, however long it is."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
-
-
-def format_duration(ms: int) -> str:
-    if ms % 1000 == 0:
-        return f"{ms // 1000}s"
-    return f"{ms}ms"
-
-
-def toml_string(text: str) -> str:
-    """``text`` as a TOML basic string: every character as it is but the ones TOML asks to escape (quote,
-    backslash, control characters, DEL). A lone surrogate, which no TOML string can hold, becomes U+FFFD."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\uFFFD")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def is_client(actor: str) -> bool:
@@ -151,9 +92,7 @@ class Step:
 
     def __repr__(self) -> str:
         """The step as a TOML inline table, to paste into a scenario's ``steps``."""
-        shown = (f"{key} = {toml_string(value) if isinstance(value, str) else value}"
-                 for key, value in self.to_dict().items())
-        return "{ " + ", ".join(shown) + " }"
+        return toml_value(self.to_dict())
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         """Hypothesis (and IPython) print a step as its ``repr``, not field by field."""
@@ -195,8 +134,7 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
         kind = kinds.get(key)
         if kind is None:
             allowed = ", ".join(sorted(kinds)) or "none"
-            shown = key if re.match(r"^[A-Za-z0-9_-]+$", key) else repr(key)
-            raise ValueError(f"{shown}: not an argument of {action} (arguments: {allowed})")
+            raise ValueError(f"{key_name(key)}: not an argument of {action} (arguments: {allowed})")
         if kind == "duration":
             try:
                 args[key] = parse_duration(value)

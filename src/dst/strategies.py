@@ -41,9 +41,10 @@ from hypothesis import strategies as st
 
 from .runner.generate import REBORN, workers
 from .faults import BY_NAME, FAULTS, SCHEDULED, FaultKind, is_pinned
-from .plan import Step, make_step, parse_duration, shorten, sort_steps, step_from_mapping
+from .plan import Step, make_step, sort_steps, step_from_mapping
 from .scenario import FaultRate, Scenario, load_scenario, parse_scenario, scenario_to_doc
 from .sim.trace import BACKGROUND, RESPONSE, key_name, keys_in, message_key, parse_key, step_key_parts
+from .text import parse_duration, shorten
 
 __all__ = ["SETTINGS", "plans", "scenarios"]
 

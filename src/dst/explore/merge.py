@@ -14,7 +14,7 @@ import re
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import UserError
-from ..plan import shorten
+from ..text import shorten
 from .fuzz import SEEDS_SHOWN
 
 

@@ -17,7 +17,7 @@ import random
 from typing import Any
 
 from ..faults import SCHEDULED
-from ..plan import format_duration, parse_duration
+from ..text import format_duration, parse_duration
 
 
 def _ms(rnd: random.Random, low: int, high: int) -> int:

@@ -1,6 +1,7 @@
 """Finding files: made from a run, read, written once per signature, and replayed."""
 
-from .files import Finding, FindingError, FolderError, fingerprints, read, ready, signature, title, write
+from .folder import FolderError, ready, write
+from .format import Finding, FindingError, fingerprints, read, signature, title
 from .make import finding_of, save_finding
 from .replay import DIVERGED, NO_LONGER, REPRODUCES, Replay, replay
 

@@ -11,7 +11,8 @@ import attrs
 from ..invariants import shape
 from ..runner import RunResult, run
 from ..scenario import scripted
-from .files import Finding, fingerprints, signature, title, write
+from .folder import write
+from .format import Finding, fingerprints, signature, title
 
 
 def finding_of(result: RunResult, origin: dict[str, Any], minimizer: dict[str, Any] | None = None) -> Finding:

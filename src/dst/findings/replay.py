@@ -6,7 +6,7 @@ import attrs
 
 from ..runner import RunResult, run
 from ..sim.trace import Event
-from .files import Finding, fingerprints
+from .format import Finding, fingerprints
 
 REPRODUCES, NO_LONGER, DIVERGED = "reproduces", "no longer reproduces", "diverged"
 

@@ -6,15 +6,13 @@ The XML holds no wall-clock figure, so the same report gives the same bytes.
 
 from __future__ import annotations
 
-import os
-import stat
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..scenario import PATH_LIMIT, one_line
+from ..files import check_folder, not_regular, replace, where, why
+from ..text import one_line
 
 
 class JUnitError(UserError):
@@ -71,28 +69,17 @@ def junit_xml(report: dict[str, Any]) -> bytes:
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-def _where(path: Path) -> str:
-    return one_line(str(path), PATH_LIMIT)
-
-
 def junit_ready(path: Path) -> Path:
     """Make sure the JUnit file can be written at ``path`` (its folder created if missing), or say why in one
     line: before a campaign, so an hour of fuzzing does not end in a report that cannot be saved."""
     try:
-        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
-            what = "a folder" if path.is_dir() else "a FIFO, socket or device"
-            raise JUnitError(f"{_where(path)}: --junit: expected a file to write, but it is {what}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".dst-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except JUnitError:
-        raise
-    except OSError as e:
-        raise JUnitError(f"{_where(path)}: --junit: cannot write the file there ({e.strerror or type(e).__name__})"
-                         ) from None
-    except ValueError as e:  # a NUL in the name
-        raise JUnitError(f"{_where(path)}: --junit: cannot write the file there ({e})") from None
+        what = not_regular(path)
+        if what is None:
+            check_folder(path.parent)
+    except (OSError, ValueError) as e:
+        raise JUnitError(f"{where(path)}: --junit: cannot write the file there ({why(e)})") from None
+    if what is not None:
+        raise JUnitError(f"{where(path)}: --junit: expected a file to write, but it is {what}")
     return path
 
 
@@ -101,17 +88,6 @@ def write_junit(path: Path, report: dict[str, Any]) -> None:
     never half of it, and nothing but ``path`` is touched."""
     data = junit_xml(report)
     try:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(temp, 0o644)  # readable by whatever collects CI artifacts, as a finding is
-            os.replace(temp, path)
-        except BaseException:
-            os.unlink(temp)
-            raise
-    except OSError as e:
-        raise JUnitError(f"{_where(path)}: --junit: cannot write the file ({e.strerror or type(e).__name__})"
-                         ) from None
+        replace(path, data, prefix=f".{path.name[:100]}.")
+    except (OSError, ValueError) as e:
+        raise JUnitError(f"{where(path)}: --junit: cannot write the file ({why(e)})") from None

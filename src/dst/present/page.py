@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -31,7 +29,7 @@ from ..faults import FAULTS, FaultKind, fault_of
 from ..plan import is_client
 from .terminal import ACTION_STYLE, lane_order
 from ..runner import RunResult
-from ..scenario import PATH_LIMIT, one_line
+from ..files import check_folder, not_regular, read_bytes, replace, where, why
 from ..sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, RESPONSE, SENT, STORED, Event,
                         detail_args)
 
@@ -538,51 +536,39 @@ def default_name(*parts: object) -> str:
 def is_page(path: Path) -> bool:
     """Is ``path`` a page ``dst show`` wrote (its generator tag near the top)?"""
     try:
-        with open(path, "rb") as f:
-            return GENERATOR.encode() in f.read(512)
-    except OSError:
+        return GENERATOR.encode() in read_bytes(path, 512)
+    except (OSError, ValueError):
         return False
 
 
 def check_output(path: Path, *, force: bool = False) -> None:
     """Raise :class:`PageError` if a page could not be written to ``path`` (see :func:`write_page`)."""
-    where = one_line(str(path), PATH_LIMIT)
     try:
-        if path.is_dir():
-            raise PageError(f"{where}: is a folder: name a file for the page")
-        if not force and (path.exists() or path.is_symlink()) and not is_page(path):
-            raise PageError(f"{where}: already exists and is not a page dst show wrote: name another file with "
-                            f"-o, or --force to replace it")
-        folder = path.parent
-        if not folder.is_dir():
-            raise PageError(f"{where}: cannot write the page (no folder {one_line(str(folder), PATH_LIMIT)})")
-        if not os.access(folder, os.W_OK):
-            raise PageError(f"{where}: cannot write the page (Permission denied)")
+        problem = _output_problem(path, force)
     except (OSError, ValueError) as e:  # a name too long, a NUL in it
-        raise PageError(f"{where}: cannot write the page ({getattr(e, 'strerror', None) or e})") from None
+        problem = f"cannot write the page ({why(e)})"
+    if problem is not None:
+        raise PageError(f"{where(path)}: {problem}")
+
+
+def _output_problem(path: Path, force: bool) -> str | None:
+    what = not_regular(path)
+    if what is not None:
+        return f"is {what}: name a file for the page"
+    if not force and (path.exists() or path.is_symlink()) and not is_page(path):
+        return "already exists and is not a page dst show wrote: name another file with -o, or --force to replace it"
+    if not path.parent.is_dir():
+        return f"cannot write the page (no folder {where(path.parent)})"
+    check_folder(path.parent)
+    return None
 
 
 def write_page(path: Path, page: str, *, force: bool = False) -> None:
     """Write ``page`` to ``path`` whole or not at all (a temporary file, then its name). An existing file is
     replaced only if it is a page dst show wrote, or with ``force``: nothing else a user made is lost."""
     check_output(path, force=force)
-    where = one_line(str(path), PATH_LIMIT)
-    tmp = None
+    data = page.encode("utf-8")
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".dst-show-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(page.encode("utf-8"))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as e:
-        raise PageError(f"{where}: cannot write the page ({e.strerror or type(e).__name__})") from None
-    except ValueError as e:  # a NUL in the name
-        raise PageError(f"{where}: cannot write the page ({e})") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
+        replace(path, data, prefix=".dst-show-")
+    except (OSError, ValueError) as e:
+        raise PageError(f"{where(path)}: cannot write the page ({why(e)})") from None

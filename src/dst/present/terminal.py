@@ -17,8 +17,9 @@ from ..causal import STEP_KINDS
 from ..faults import FAULT_ACTIONS, FAULTS
 from ..models import DEFAULT_IMPL
 from ..runner import RunResult
-from ..scenario import Scenario, one_line
+from ..scenario import Scenario
 from ..sim.trace import Event, format_event, format_time
+from ..text import one_line
 
 # How an event kind is styled in a timeline: fault kinds by their registry colour.
 ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..plan import format_duration
 from ..scenario import Scenario, ScenarioError
 from ..sut import Bounds
+from ..text import format_duration
 
 
 def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool) -> None:

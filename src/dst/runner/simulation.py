@@ -22,7 +22,7 @@ from ..invariants.ghost import FactsGate
 from ..invariants.situations import cases_met, catalogue
 from ..models import ModelError, name_of, resolve
 from ..faults import fault_of, is_pinned
-from ..plan import Step, format_duration, is_client
+from ..plan import Step, is_client
 from ..scenario import Scenario, with_model
 from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from ..sim.kernel import Kernel
@@ -32,6 +32,7 @@ from ..sim.rng import Streams
 from ..sim.store import RoundTrips
 from ..sim.trace import SENT, Event, detail_args, format_time, key_name
 from ..sut import RESOURCE, SERVER, Cancel, Env, Model, Submit, System, Workload
+from ..text import format_duration
 from .bounds import check_bounds
 from .generate import generate_plan
 from .result import RunResult, Unjudged, ViolationReport

@@ -1,0 +1,19 @@
+"""Scenario files: TOML -> a validated, frozen :class:`Scenario`, and back.
+
+``schema`` declares every key with its default and its kind, ``read`` checks a document into a
+:class:`Scenario` (a mistake is a :class:`ScenarioError` of one line), ``write`` turns one back into
+a document. The schema is documented in ``docs/scenarios.md``.
+"""
+
+from ..files import PATH_LIMIT, read_text  # the command line takes these two and one_line from here
+from ..invariants import INVARIANT_IDS
+from ..text import one_line
+from .read import embedded_scenarios, load_scenario, parse_scenario, scenario_from_doc, with_model
+from .schema import (EMBEDDED, SCHEDULERS, FaultRate, FaultsConfig, ModelConfig, NetworkConfig,
+                     RunConfig, RunsConfig, Scenario, ScenarioError, WorkloadConfig, scripted)
+from .write import scenario_to_doc
+
+__all__ = ["EMBEDDED", "INVARIANT_IDS", "PATH_LIMIT", "SCHEDULERS", "FaultRate", "FaultsConfig", "ModelConfig",
+           "NetworkConfig", "RunConfig", "RunsConfig", "Scenario", "ScenarioError", "WorkloadConfig",
+           "embedded_scenarios", "load_scenario", "one_line", "parse_scenario", "read_text", "scenario_from_doc",
+           "scenario_to_doc", "scripted", "with_model"]
