@@ -326,7 +326,7 @@ def test_other_threads_keep_the_real_functions():
 
 
 def test_an_entry_that_fails_half_way_puts_back_what_it_did(monkeypatch):
-    import dst.aio.sandbox as sandbox
+    import dst.aio.sandbox.patches as patched
 
     class Failing:
         def install(self) -> None:
@@ -335,15 +335,15 @@ def test_an_entry_that_fails_half_way_puts_back_what_it_did(monkeypatch):
         def remove(self) -> None:
             pass
 
-    patches = sandbox._patches()
-    monkeypatch.setattr(sandbox, "_PATCHES", patches[:5] + [Failing()] + patches[5:])
+    patches = patched._patches()
+    monkeypatch.setattr(patched, "_PATCHES", patches[:5] + [Failing()] + patches[5:])
     state = random.getstate()
     with pytest.raises(OSError):
         with box():
             pass
     assert all(getattr(time, name) is fn for name, fn in ORIGINALS.items())
     assert time.monotonic() == pytest.approx(real(time.monotonic)(), abs=1) and random.getstate() == state
-    monkeypatch.setattr(sandbox, "_PATCHES", patches)
+    monkeypatch.setattr(patched, "_PATCHES", patches)
     with box():  # and it may be entered again
         assert time.monotonic() == MONO_MS / 1000
 

@@ -12,7 +12,7 @@ import pytest
 
 import dst.aio
 import dst.aio.sqlite as dsqlite
-from dst.aio.sqlite import installed
+from dst.aio.sqlite import install, installed, statements
 
 aiosqlite = pytest.importorskip("aiosqlite")
 
@@ -38,7 +38,7 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         taken.append(now_ms())
         await asyncio.sleep(0.005)
 
-    monkeypatch.setattr(dsqlite, "round_trip", round_trip)
+    monkeypatch.setattr(statements, "round_trip", round_trip)
     return taken
 
 
@@ -402,7 +402,7 @@ def test_installed_patches_aiosqlite_and_puts_it_back(tmp_path: Path) -> None:
 
 
 def test_without_aiosqlite_installed_patches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dsqlite, "_module", None)  # as if `import aiosqlite` had failed
+    monkeypatch.setattr(install, "_module", None)  # as if `import aiosqlite` had failed
     real = aiosqlite.connect
     with installed():
         assert aiosqlite.connect is real

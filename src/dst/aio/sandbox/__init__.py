@@ -1,0 +1,172 @@
+"""Virtual time, seeded randomness and refusals for a simulated asyncio run: ``with Sandbox(...):``.
+
+What changes inside the ``with``, for the thread that entered it (other threads keep the real behaviour):
+
+* **Clocks.** ``time.time``, ``time_ns``, ``monotonic``, ``monotonic_ns``, ``perf_counter``,
+  ``perf_counter_ns``; ``localtime``, ``gmtime``, ``ctime``, ``asctime`` and ``strftime`` without a time
+  argument; ``clock_gettime(_ns)`` of the real-time and monotonic clocks; ``datetime.datetime.now`` (with and
+  without ``tz``), ``utcnow``, ``datetime.date.today`` (so ``datetime.datetime.today``). The wall clock is
+  ``wall_ms()`` ms since the Unix epoch, the monotonic clocks ``monotonic_ms()`` ms. The time zone is UTC
+  (``TZ``, ``time.tzset()``), so local times do not depend on the host.
+* **Randomness.** The ``random`` module's functions draw from its hidden instance, seeded from ``seed`` (its
+  state is put back on exit); ``random.Random()`` and ``random.seed()`` without a seed draw the seed from the
+  sandbox; ``os.urandom`` (which is ``random._urandom``, so ``SystemRandom`` and ``secrets``, and ``uuid4``)
+  returns seeded bytes; ``uuid1`` reads the virtual clock and a node drawn from the seed.
+* **Refusals** (:class:`Refusal`): threads and executors, sockets and name lookups, subprocesses, ``fork``,
+  ``exec``, ``system``, signals (``signal.signal``, ``alarm``, ``setitimer``, ``os.kill``), and writing a file
+  (``open``, ``os.open``, ``mkdir``, ``rename``, ``remove``, a ``sqlite3`` database) outside ``folder``.
+  Reading files is allowed. A call is refused when the user's code (or a dependency of theirs) is on the stack
+  between it and the ``with`` that entered the sandbox; it is named as the innermost such frame. dst's own
+  calls, and the import machinery writing bytecode caches, go through.
+
+Needs CPython 3.11 or later with the GIL; entering checks the struct layout and refuses otherwise.
+
+The parts: :mod:`.cfunctions` (how a builtin is redirected in place, and why so), :mod:`.patches` (what is
+patched: the clocks, randomness, what is refused), :mod:`.refusals` (:class:`Refusal`, where a call came from,
+the checks of written paths), :mod:`.active` (the sandbox that is up, as the patches read it); :class:`Sandbox`
+here.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+import uuid
+from types import FrameType, TracebackType
+from typing import Any, Callable
+
+from . import active
+from .patches import _patches, real
+from .refusals import _IMPORTS, _KINDS, _USER, Refusal, _classify, _short
+# What the event loop and the host import from here ("as": re-exported).
+from .refusals import (_EXECUTOR as _EXECUTOR, _PROCESSES as _PROCESSES, _SIGNALS as _SIGNALS,
+                       _SOCKETS as _SOCKETS, refusal as refusal, where_raised as where_raised)
+
+__all__ = ["Refusal", "Sandbox", "real"]
+
+# uuid1 takes the time from time.time_ns() when these are None (not from libuuid), and the node from _node.
+_UUID_GLOBALS = ("_generate_time_safe", "_UuidCreate", "_node", "_last_timestamp")
+
+
+class Sandbox:
+    """Virtual clocks, seeded randomness and :class:`Refusal` of what a simulated run cannot allow, for the
+    length of a ``with`` block (see the module's docstring for what exactly).
+
+    ``wall_ms()`` is the wall clock in ms since the Unix epoch, ``monotonic_ms()`` the monotonic clock in ms
+    (both ints); ``seed`` seeds every random draw; files may be written under ``folder`` only (no file at all
+    when None); ``refused(refusal)`` is called before a :class:`Refusal` is raised; ``tz`` is the time zone
+    local times are in (None: the host's). Sandboxes do not nest. One may be entered again after it exits.
+    """
+
+    def __init__(self, *, wall_ms: Callable[[], int], monotonic_ms: Callable[[], int], seed: int,
+                 folder: str | None = None, refused: Callable[[Refusal], None] | None = None,
+                 tz: str | None = "UTC") -> None:
+        self.wall_ms = wall_ms
+        self.monotonic_ms = monotonic_ms
+        self.seed = seed
+        self.folder = folder
+        self.refused = refused
+        self.tz = tz
+        self.swallowed: list[BaseException] = []  # errors raised where a callback could not pass them on
+        self._entered_at: FrameType | None = None
+        self._outer: tuple[list[FrameType], set[int]] | None = None
+        self._undo: list[Callable[[], None]] = []  # what to put back, besides the patches
+        self._installed = 0  # how many of the patches are in
+
+    def __enter__(self) -> Sandbox:
+        if active._ACTIVE is not None:
+            raise RuntimeError("dst: a sandbox is already up; sandboxes do not nest (exit the first one before "
+                               "entering another)")
+        patches = _patches()
+        self._entered_at = sys._getframe(1)
+        self._outer = None
+        self.swallowed = []
+        undo = self._undo = []
+        active._enter(self, self.wall_ms, self.monotonic_ms,
+                      None if self.folder is None else os.path.join(os.path.realpath(self.folder), ""))
+        try:
+            state = random.getstate()
+            undo.append(lambda: random.setstate(state))
+            random.seed(f"dst.random:{self.seed}")  # str seeds hash with sha512: the same in every process
+            active._entropy.seed(f"dst.entropy:{self.seed}")
+            saved_uuid: dict[str, Any] = {name: uuid.__dict__[name] for name in _UUID_GLOBALS if name in uuid.__dict__}
+            undo.append(lambda: uuid.__dict__.update(saved_uuid))
+            # A random node has the multicast bit set (RFC 4122, 4.5).
+            uuid.__dict__.update({name: None for name in saved_uuid})
+            uuid._node = active._entropy.getrandbits(48) | (1 << 40)  # type: ignore[attr-defined]
+            self._set_tz(undo)
+            for patch in patches:
+                self._installed += 1  # counted first: remove() puts back a patch that was cut short too
+                patch.install()
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if active._ACTIVE is not self:
+            raise RuntimeError("dst: this sandbox is not up")
+        self._restore()
+
+    def _set_tz(self, undo: list[Callable[[], None]]) -> None:
+        if self.tz is None or not hasattr(time, "tzset") or os.environ.get("TZ") == self.tz:
+            return
+        saved = os.environ.get("TZ")
+
+        def put_back() -> None:
+            if saved is None:
+                os.environ.pop("TZ", None)
+            else:
+                os.environ["TZ"] = saved
+            time.tzset()
+
+        undo.append(put_back)
+        os.environ["TZ"] = self.tz
+        time.tzset()
+
+    def _restore(self) -> None:
+        """Undo everything done, last first; every step is tried, and the first error is raised at the end."""
+        first: BaseException | None = None
+        for patch in reversed(_patches()[:self._installed]):
+            try:
+                patch.remove()
+            except BaseException as error:  # the rest must still be put back
+                first = first or error
+        self._installed = 0
+        while self._undo:
+            try:
+                self._undo.pop()()
+            except BaseException as error:  # the rest must still be put back
+                first = first or error
+        active._leave()
+        self._entered_at = self._outer = None
+        if first is not None:
+            raise first
+
+    def _user_line(self, frame: FrameType | None) -> str | None:
+        """``file:line`` of the innermost frame of the user's code, from ``frame`` outwards within the sandbox;
+        None when there is none (dst itself made the call) or the import machinery made it."""
+        if self._outer is None:
+            # The frames on the stack when the sandbox was entered (held, so that their ids stay theirs): the
+            # walk stops there, as what called the sandbox is not what runs inside it.
+            held: list[FrameType] = []
+            outer = self._entered_at
+            while outer is not None:
+                held.append(outer)
+                outer = outer.f_back
+            self._outer = (held, {id(f) for f in held})
+        outer_ids = self._outer[1]
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            kind = _KINDS.get(filename)
+            if kind is None:
+                kind = _KINDS[filename] = _classify(filename)
+            if kind is _USER:
+                return f"{_short(filename)}:{frame.f_lineno}"
+            if kind is _IMPORTS or id(frame) in outer_ids:
+                return None
+            frame = frame.f_back
+        return None
