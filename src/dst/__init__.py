@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
     from .sut import Bounds, Bug, Env, Model, System
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (module, name there; None: the module)
     "Finding": "dst.findings",

@@ -31,7 +31,7 @@ from typing import Any, NoReturn, Sequence, TextIO, cast
 
 import attrs
 
-from . import __version__
+from .version import __version__
 from .explore.fuzz import (SEEDS_SHOWN, FuzzResult, Outcome, Shard, StopRequest, Tally, Terminated, campaign,
                           count_seeds, drive, ended, pick, seeds, tallied, worker_pool)
 from .errors import UserError

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import attrs
 
 from ..sut import SERVER, Bounds, LeaseView, Order, Resource, RunView
-from .host import VIRTUAL_EPOCH_MS
-from .loop import Loop, run
+from .loop import VIRTUAL_EPOCH_MS, Loop, run
 from .observe import LeaseRow, LeaseTable
 from .wire import HttpRequest, HttpResponse, RemoteError
 

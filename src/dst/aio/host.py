@@ -27,7 +27,7 @@ from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
 from ..sim.trace import BACKGROUND, OWN, RESPONSE, SENT, message_key
-from .loop import REQUEST, Loop, Process
+from .loop import REQUEST, VIRTUAL_EPOCH_MS, Loop, Process
 from .observe import Observer
 from .sandbox import where_raised
 from .wire import HttpRequest, HttpResponse, RemoteError
@@ -365,7 +365,6 @@ def _finish_work(client: Client, wait: asyncio.Future[int]) -> None:
             wait.set_result(0)
 
 
-VIRTUAL_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: what a process's wall clock reads at t=0
 
 
 def assemble(system: Any, kernel: Kernel, network: Network, trace: list, ghost: Any, facts: FactsGate,

@@ -44,6 +44,8 @@ T = TypeVar("T")
 REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("dst_request", default=0)
 """The key of the request (or background job) the running code works for: keys its random draws."""
 
+VIRTUAL_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: what a process's wall clock reads at t=0
+
 
 class Process:
     """What the loop needs to know of a process: whether it is alive (its ``epoch``: a handle made in an older

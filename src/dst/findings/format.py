@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import attrs
 
-from .. import __version__
+from ..version import __version__
 from ..errors import UserError
 from ..faults import FAULTS, fault_of
 from ..files import FileError, read_toml, where
