@@ -1,0 +1,253 @@
+"""The commands of a campaign: ``dst fuzz`` (many seeds, their violations grouped, a finding per new
+signature) and ``dst merge`` (the reports of a campaign's shards as one report)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..explore.cluster import ClusterError, ClusterExecutor
+from ..explore.fuzz import (SEEDS_SHOWN, FuzzResult, Outcome, StopRequest, Tally, Terminated, campaign, count_seeds,
+                            drive, ended, pick, seeds, tallied)
+from ..findings import ready
+from ..scenario import Scenario, load_scenario, one_line
+from .command import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError, scenario_from
+from .output import error, rich_console
+from .parser import DEFAULT_WORKERS
+
+
+# --- dst fuzz -------------------------------------------------------------------------------------
+
+def _campaign_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
+    """What a campaign runs: the scenario given; with none (and the reference model), the embedded default
+    and the embedded ``runs`` scenario in turns, so the first campaign a user runs covers the whole model."""
+    scenario = scenario_from(args)
+    if args.scenario is not None or args.model is not None:
+        return (scenario,)
+    return scenario, attrs.evolve(load_scenario("runs"), bugs=scenario.bugs)
+
+
+def dst_fuzz(args: argparse.Namespace) -> int:
+    scenarios = _campaign_scenarios(args)
+    if args.seeds:
+        first, stop = args.seeds
+    elif args.count:
+        first, stop = 1, args.count + 1
+    elif args.time_budget:
+        first, stop = 1, None
+    else:
+        raise UsageError("dst fuzz: say how many seeds: --seeds A:B, --count N or --time-budget DURATION")
+    _junit_ready(args)
+    recorder = None if args.no_findings else _Recorder(args, scenarios)
+    if recorder is not None:
+        ready(recorder.directory)  # a folder that cannot take a finding is said now, not after the minimizing
+    cluster = _cluster(args)  # after every check of the input: reaching a cluster can take seconds
+    workers = cluster.workers if cluster is not None else args.workers or DEFAULT_WORKERS
+    started = time.monotonic()
+    deadline = None if args.time_budget is None else started + args.time_budget
+    total = None if stop is None else count_seeds(first, stop, args.shard)
+    tally = Tally()
+    interrupted = 0  # the exit code of the signal that stopped the campaign, if one did
+
+    from ..present.terminal import FuzzProgress
+
+    progress = FuzzProgress(rich_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
+    request = StopRequest()
+    noted = workers > 1 or cluster is not None  # a pool or a cluster: a signal is only noted, and the campaign
+    if noted:  # stops at its next safe point
+        saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
+    outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=workers,
+                        deadline=deadline, executor=cluster, stop=request)
+
+    def each(outcome: Outcome, tally: Tally) -> bool:
+        progress.update(tally, time.monotonic() - started)
+        if recorder is not None and outcome.invariant is not None:
+            recorder.consider(outcome, tally)
+        return bool(args.stop_on_first and tally.violations)
+
+    asked = False
+    lost: ClusterError | None = None  # the cluster's failure that ended the campaign early, if one did
+    try:
+        with progress:
+            asked = drive(outcomes, tally, each)
+    except KeyboardInterrupt as halt:
+        interrupted = EXIT_TERMINATED if isinstance(halt, Terminated) else EXIT_INTERRUPTED
+    except ClusterError as e:  # the cluster failed mid-campaign: what it ran, and the findings, are still reported
+        lost = e
+    finally:
+        if cluster is not None:
+            cluster.close()
+        if noted:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+    wall = time.monotonic() - started
+
+    result = tallied(tally, scenarios, args.swarm, ended(asked, deadline), wall)
+    report = _fuzz_report(args, scenarios, result, bool(interrupted) or lost is not None, first, stop)
+    report["findings"] = [] if recorder is None else recorder.report()
+    if not _publish(args, report):
+        return EXIT_USAGE
+    if lost is not None:
+        error(f"{lost.line()} (the report above is of the seeds it ran before)")
+        return EXIT_USAGE
+    if tally.violations:
+        return EXIT_VIOLATION
+    return interrupted or EXIT_OK
+
+
+def _cluster(args: argparse.Namespace) -> ClusterExecutor | None:
+    """The cluster of --cluster, connected and checked; None for local processes."""
+    if args.cluster is None:
+        return None
+    if args.workers is not None:
+        raise UsageError("dst fuzz: --cluster and --workers do not go together: the cluster's workers run the seeds")
+    from ..explore.cluster import connect
+
+    return connect(args.cluster)
+
+
+def _junit_ready(args: argparse.Namespace) -> None:
+    """A --junit file that could not be written is said before any seed runs."""
+    from ..present.junit import junit_ready
+
+    if args.junit is not None:
+        junit_ready(args.junit)
+
+
+def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
+    """Print a campaign's report (``dst fuzz``'s or ``dst merge``'s) and write its --junit file; False (said
+    in one line) when that file could not be written."""
+    from ..present.junit import JUnitError, write_junit
+
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        from ..present.terminal import render_fuzz
+
+        render_fuzz(rich_console(), report)
+    if args.junit is not None:
+        try:
+            write_junit(args.junit, report)
+        except JUnitError as e:
+            error(e.line())
+            return False
+    return True
+
+
+# What a report says in place of a command when none runs the seed again (its scenario file changed meanwhile).
+_NO_COMMAND = "none: the scenario file changed since the campaign loaded it"
+
+
+def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], result: FuzzResult, interrupted: bool,
+                 first: int, stop: int | None) -> dict[str, Any]:
+    return {
+        "scenario": " + ".join(result.scenarios),
+        "source": " + ".join(s.source for s in scenarios),
+        "model": scenarios[0].model.impl,
+        "bugs": list(scenarios[0].bugs),
+        "swarm": args.swarm,
+        "seeds": {"first": first, "stop": stop, "shard": None if args.shard is None else f"{args.shard.index}/{args.shard.count}",
+                  "last_run": result.last_seed},
+        "seeds_run": result.seeds_run,
+        "events": result.events,
+        "violations": result.violations,
+        "interrupted": bool(interrupted),
+        "wall_seconds": result.wall_seconds,
+        "seeds_per_second": round(result.seeds_run / result.wall_seconds, 1) if result.wall_seconds > 0 else None,
+        "invariants": list(result.invariants),
+        "signatures": [
+            {
+                "invariant": g.first.invariant,
+                "signature": g.key,
+                "count": g.count,
+                "seeds": list(g.seeds[:SEEDS_SHOWN]),
+                "first_seed": g.first.seed,
+                "message": g.first.message,
+                "time_ms": g.first.time,
+                "reproduce": g.reproduce or _NO_COMMAND,
+            }
+            for g in result.signatures
+        ],
+        "unjudged": [
+            {
+                "kind": g.key,
+                "count": g.count,
+                "seeds": list(g.seeds[:SEEDS_SHOWN]),
+                "first_seed": g.first.seed,
+                "why": g.first.unjudged[1] if g.first.unjudged else "",
+                "reproduce": g.reproduce or _NO_COMMAND,
+            }
+            for g in result.unjudged
+        ],
+        "coverage": result.coverage,
+    }
+
+
+class _Recorder:
+    """Minimizes the first K seeds of each new signature as the campaign finds them, and writes the
+    smallest as a finding, so an interrupted campaign keeps every finding it made."""
+
+    def __init__(self, args: argparse.Namespace, scenarios: tuple[Scenario, ...]) -> None:
+        self.args = args
+        self.scenarios = scenarios
+        self.directory = Path(args.findings)
+        self.best: dict[str, Any] = {}  # signature -> smallest Shrunk so far
+        self.tried: dict[str, int] = {}
+        self.written: dict[str, Any] = {}  # signature -> Recorded
+
+    def consider(self, outcome: Outcome, tally: Tally) -> None:
+        from ..explore.record import minimize
+
+        sig = outcome.signature or ""
+        if self.tried.get(sig, 0) >= self.args.shrink_candidates:
+            return
+        self.tried[sig] = self.tried.get(sig, 0) + 1
+        shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm)
+        if shrunk is None:
+            return
+        best = self.best.get(sig)
+        if best is None or shrunk.steps_after < best.steps_after:
+            self.best[sig] = shrunk
+        if self.tried[sig] == self.args.shrink_candidates or self.args.stop_on_first:
+            self._write(sig)
+
+    def _write(self, sig: str) -> None:
+        from ..explore.record import campaign_origin, record
+
+        shrunk = self.best[sig]
+        origin = campaign_origin(pick(self.scenarios, shrunk.seed), shrunk.seed, self.args.swarm, sig)
+        self.written[sig] = record(shrunk, self.directory, origin)
+
+    def report(self) -> list[dict[str, Any]]:
+        for sig in self.best:  # candidates still pending when the campaign ended
+            if sig not in self.written:
+                self._write(sig)
+        return [{"signature": sig, "path": str(r.path), "new": r.written, "steps_before": r.shrunk.steps_before,
+                 "steps_after": r.shrunk.steps_after, "minimizer_runs": r.shrunk.runs,
+                 "minimizer_seconds": round(r.shrunk.seconds, 2), "stop": r.shrunk.stop.value}
+                for sig, r in self.written.items()]
+
+
+# --- dst merge ------------------------------------------------------------------------------------
+
+def dst_merge(args: argparse.Namespace) -> int:
+    from ..explore.merge import merge_reports, parse_report
+    from ..scenario import PATH_LIMIT, read_text
+
+    _junit_ready(args)
+    reports = []
+    for name in args.files:
+        where = one_line(name, PATH_LIMIT)
+        reports.append((where, parse_report(read_text(name), where)))
+    report = merge_reports(reports)
+    if not _publish(args, report):
+        return EXIT_USAGE
+    return EXIT_VIOLATION if report["violations"] else EXIT_OK
+
+
