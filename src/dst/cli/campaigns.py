@@ -4,7 +4,6 @@ signature) and ``dst merge`` (the reports of a campaign's shards as one report).
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import time
 from pathlib import Path
@@ -13,10 +12,11 @@ from typing import Any
 import attrs
 
 from ..explore.cluster import ClusterError, ClusterExecutor
-from ..explore.fuzz import (SEEDS_SHOWN, FuzzResult, Outcome, StopRequest, Tally, Terminated, campaign, count_seeds,
-                            drive, ended, pick, seeds, tallied)
+from ..explore import report
+from ..explore.fuzz import (Outcome, StopRequest, Tally, Terminated, campaign, count_seeds, drive, ended, pick, seeds,
+                            tallied)
 from ..findings import ready
-from ..scenario import Scenario, load_scenario, one_line
+from ..scenario import Scenario, load_scenario
 from .command import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError, scenario_from
 from .output import error, rich_console
 from .parser import DEFAULT_WORKERS
@@ -89,9 +89,10 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     wall = time.monotonic() - started
 
     result = tallied(tally, scenarios, args.swarm, ended(asked, deadline), wall)
-    report = _fuzz_report(args, scenarios, result, bool(interrupted) or lost is not None, first, stop)
-    report["findings"] = [] if recorder is None else recorder.report()
-    if not _publish(args, report):
+    campaign_report = report.build(result, scenarios, first=first, stop=stop, shard=args.shard,
+                                   interrupted=bool(interrupted) or lost is not None,
+                                   findings=[] if recorder is None else recorder.findings())
+    if not _publish(args, campaign_report):
         return EXIT_USAGE
     if lost is not None:
         error(f"{lost.line()} (the report above is of the seeds it ran before)")
@@ -120,73 +121,24 @@ def _junit_ready(args: argparse.Namespace) -> None:
         junit_ready(args.junit)
 
 
-def _publish(args: argparse.Namespace, report: dict[str, Any]) -> bool:
+def _publish(args: argparse.Namespace, campaign_report: report.Report) -> bool:
     """Print a campaign's report (``dst fuzz``'s or ``dst merge``'s) and write its --junit file; False (said
     in one line) when that file could not be written."""
     from ..present.junit import JUnitError, write_junit
 
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(report.dumps(campaign_report))
     else:
         from ..present.terminal import render_fuzz
 
-        render_fuzz(rich_console(), report)
+        render_fuzz(rich_console(), campaign_report)
     if args.junit is not None:
         try:
-            write_junit(args.junit, report)
+            write_junit(args.junit, campaign_report)
         except JUnitError as e:
             error(e.line())
             return False
     return True
-
-
-# What a report says in place of a command when none runs the seed again (its scenario file changed meanwhile).
-_NO_COMMAND = "none: the scenario file changed since the campaign loaded it"
-
-
-def _fuzz_report(args: argparse.Namespace, scenarios: tuple[Scenario, ...], result: FuzzResult, interrupted: bool,
-                 first: int, stop: int | None) -> dict[str, Any]:
-    return {
-        "scenario": " + ".join(result.scenarios),
-        "source": " + ".join(s.source for s in scenarios),
-        "model": scenarios[0].model.impl,
-        "bugs": list(scenarios[0].bugs),
-        "swarm": args.swarm,
-        "seeds": {"first": first, "stop": stop, "shard": None if args.shard is None else f"{args.shard.index}/{args.shard.count}",
-                  "last_run": result.last_seed},
-        "seeds_run": result.seeds_run,
-        "events": result.events,
-        "violations": result.violations,
-        "interrupted": bool(interrupted),
-        "wall_seconds": result.wall_seconds,
-        "seeds_per_second": round(result.seeds_run / result.wall_seconds, 1) if result.wall_seconds > 0 else None,
-        "invariants": list(result.invariants),
-        "signatures": [
-            {
-                "invariant": g.first.invariant,
-                "signature": g.key,
-                "count": g.count,
-                "seeds": list(g.seeds[:SEEDS_SHOWN]),
-                "first_seed": g.first.seed,
-                "message": g.first.message,
-                "time_ms": g.first.time,
-                "reproduce": g.reproduce or _NO_COMMAND,
-            }
-            for g in result.signatures
-        ],
-        "unjudged": [
-            {
-                "kind": g.key,
-                "count": g.count,
-                "seeds": list(g.seeds[:SEEDS_SHOWN]),
-                "first_seed": g.first.seed,
-                "why": g.first.unjudged[1] if g.first.unjudged else "",
-                "reproduce": g.reproduce or _NO_COMMAND,
-            }
-            for g in result.unjudged
-        ],
-        "coverage": result.coverage,
-    }
 
 
 class _Recorder:
@@ -224,30 +176,23 @@ class _Recorder:
         origin = campaign_origin(pick(self.scenarios, shrunk.seed), shrunk.seed, self.args.swarm, sig)
         self.written[sig] = record(shrunk, self.directory, origin)
 
-    def report(self) -> list[dict[str, Any]]:
+    def findings(self) -> list[report.FindingEntry]:
+        """The report's ``findings``: what was written, once the candidates still pending are."""
         for sig in self.best:  # candidates still pending when the campaign ended
             if sig not in self.written:
                 self._write(sig)
-        return [{"signature": sig, "path": str(r.path), "new": r.written, "steps_before": r.shrunk.steps_before,
-                 "steps_after": r.shrunk.steps_after, "minimizer_runs": r.shrunk.runs,
-                 "minimizer_seconds": round(r.shrunk.seconds, 2), "stop": r.shrunk.stop.value}
-                for sig, r in self.written.items()]
+        return [report.finding_entry(sig, recorded) for sig, recorded in self.written.items()]
 
 
 # --- dst merge ------------------------------------------------------------------------------------
 
 def dst_merge(args: argparse.Namespace) -> int:
-    from ..explore.merge import merge_reports, parse_report
-    from ..scenario import PATH_LIMIT, read_text
+    from ..explore.merge import merge_reports
 
     _junit_ready(args)
-    reports = []
-    for name in args.files:
-        where = one_line(name, PATH_LIMIT)
-        reports.append((where, parse_report(read_text(name), where)))
-    report = merge_reports(reports)
-    if not _publish(args, report):
+    merged = merge_reports([report.read(name) for name in args.files])
+    if not _publish(args, merged):
         return EXIT_USAGE
-    return EXIT_VIOLATION if report["violations"] else EXIT_OK
+    return EXIT_VIOLATION if merged["violations"] else EXIT_OK
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from ..explore.reproduce import command as reproduce_command
 from ..explore.swarm import swarm
 from ..runner import run
-from ..scenario import one_line
 from .command import EXIT_OK, UsageError, scenario_from
 from .output import rich_console
 
@@ -65,16 +64,14 @@ def dst_show(args: argparse.Namespace) -> int:
 
 def _show_campaign(args: argparse.Namespace) -> int:
     """A campaign's report as a page: its coverage, what it never reached, what it found."""
+    from ..explore import report
     from ..present.campaign_page import campaign_page
-    from ..explore.merge import parse_report
-    from ..present.terminal import plain
-    from ..scenario import PATH_LIMIT, read_text
     from ..present.page import default_name, write_page
+    from ..present.terminal import plain
 
-    where = one_line(args.file, PATH_LIMIT)
-    report = parse_report(read_text(args.file), where)
+    _, campaign = report.read(args.file)
     path = args.output if args.output is not None else Path(default_name(Path(args.file).stem))
-    write_page(path, campaign_page(report), force=args.force)
+    write_page(path, campaign_page(campaign), force=args.force)
     rich_console().print(plain(("wrote ", "bold"), (str(path), "cyan")))
     return EXIT_OK
 
