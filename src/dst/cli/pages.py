@@ -21,7 +21,7 @@ def dst_show(args: argparse.Namespace) -> int:
 
     from ..present.terminal import plain
     from ..present.page import Source, check_output, default_name, page_data, render_page, write_page
-    from ..sim.trace import format_time
+    from ..sut import format_time
 
     if args.file is not None and (args.seed is not None or args.scenario is not None or args.bug or args.swarm):
         raise UsageError("dst show: give a finding file, or --seed N (with --scenario, --bug, --swarm), not both")

@@ -107,12 +107,11 @@ def _coverage(v: object) -> bool:
             and _object_of(_situation_counts)(v.get("situations")))
 
 
-Text = Annotated[str, _Holds(_text, "a string")]
-Count = Annotated[int, _Holds(_count, "a non-negative integer")]
-Flag = Annotated[bool, _Holds(_flag, "true or false")]
-Seeds = Annotated[list[int], _Holds(_list_of(_count), "a list of non-negative integers")]
-Names = Annotated[list[str], _Holds(_list_of(_text), "a list of strings")]
-Reproduce = Annotated[str, _Holds(_text, "a string")]  # a dst run command, or NO_COMMAND
+_Text = Annotated[str, _Holds(_text, "a string")]
+_Count = Annotated[int, _Holds(_count, "a non-negative integer")]
+_Flag = Annotated[bool, _Holds(_flag, "true or false")]
+_Seeds = Annotated[list[int], _Holds(_list_of(_count), "a list of non-negative integers")]
+_Names = Annotated[list[str], _Holds(_list_of(_text), "a list of strings")]
 
 
 # --- the keys ---------------------------------------------------------------------------------------
@@ -120,64 +119,64 @@ Reproduce = Annotated[str, _Holds(_text, "a string")]  # a dst run command, or N
 class SeedRange(TypedDict):
     """``seeds``: which seeds the campaign was given, and how far it got."""
 
-    first: Count
+    first: _Count
     stop: Annotated[int | None, _Holds(_or_null(_count), "a non-negative integer or null")]  # null: no end
     shard: Annotated[str | None, _Holds(_or_null(lambda v: isinstance(v, str) and parse_shard(v) is not None),
                                         "null or 'K/N' with 1 <= K <= N (or 'K,L,.../N')")]  # null: every seed
     last_run: Annotated[int | None, _Holds(_or_null(_count), "a non-negative integer or null")]
-    shards_missing: NotRequired[Seeds]  # a merge of some of the shards: the ones it lacks (said only then)
+    shards_missing: NotRequired[_Seeds]  # a merge of some of the shards: the ones it lacks (said only then)
 
 
 class Signature(TypedDict):
     """One entry of ``signatures``: the violations that share a signature (invariant and message's shape)."""
 
-    invariant: Text
-    signature: Text
-    count: Count
-    seeds: Seeds  # the first SEEDS_SHOWN, in order
-    first_seed: Count
+    invariant: _Text
+    signature: _Text
+    count: _Count
+    seeds: _Seeds  # the first SEEDS_SHOWN, in order
+    first_seed: _Count
     message: Annotated[str | None, _Holds(_or_null(_text), "a string or null")]
     time_ms: Annotated[int | None, _Holds(_or_null(_count), "an integer or null")]
-    reproduce: Reproduce
+    reproduce: _Text  # the dst run command of the first seed, or NO_COMMAND
 
 
 class Unjudged(TypedDict):
     """One entry of ``unjudged``: the runs that ended, for one reason (``kind``), before they could be judged."""
 
-    kind: Text
-    count: Count
-    seeds: Seeds
-    first_seed: Count
-    why: Text
-    reproduce: Reproduce
+    kind: _Text
+    count: _Count
+    seeds: _Seeds
+    first_seed: _Count
+    why: _Text
+    reproduce: _Text  # the dst run command of the first seed, or NO_COMMAND
 
 
 class FindingEntry(TypedDict):
     """One entry of ``findings``: the finding written for a signature, and how its run was minimized."""
 
-    signature: Text
-    path: Text
-    new: Flag  # False: a finding of that signature was there already
-    steps_before: Count
-    steps_after: Count
-    minimizer_runs: Count
+    signature: _Text
+    path: _Text
+    new: _Flag  # False: a finding of that signature was there already
+    steps_before: _Count
+    steps_after: _Count
+    minimizer_runs: _Count
     minimizer_seconds: Annotated[float, _Holds(_number, "a number")]
-    stop: Text  # why the minimizer stopped
+    stop: _Text  # why the minimizer stopped
 
 
 class Report(TypedDict):
     """A campaign's report, its keys in the order they are printed."""
 
-    scenario: Text  # the scenarios' names, " + " between them
-    source: Text
-    model: Text
-    bugs: Names
-    swarm: Flag
+    scenario: _Text  # the scenarios' names, " + " between them
+    source: _Text
+    model: _Text
+    bugs: _Names
+    swarm: _Flag
     seeds: SeedRange
-    seeds_run: Count
-    events: Count
-    violations: Count
-    interrupted: Flag
+    seeds_run: _Count
+    events: _Count
+    violations: _Count
+    interrupted: _Flag
     wall_seconds: Annotated[float, _Holds(_number, "a number")]
     seeds_per_second: Annotated[float | None, _Holds(_or_null(_number), "a number or null")]
     invariants: Annotated[list[str], _Holds(_list_of(_text), "a list of invariant ids")]

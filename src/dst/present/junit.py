@@ -68,7 +68,8 @@ def junit_xml(report: Report) -> bytes:
     for invariant in held:
         ET.SubElement(suite, "testcase", classname=one_line(invariant), name=one_line(invariant))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"
 
 
 def _where(path: Path) -> str:
