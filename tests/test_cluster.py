@@ -186,7 +186,7 @@ class _FailingCluster:
 
 def test_a_cluster_lost_mid_campaign_still_reports_what_ran_and_writes_its_findings(tmp_path, capsys, monkeypatch):
     failing = _FailingCluster(good=3)
-    monkeypatch.setattr("dst.cli._cluster", lambda args: failing)
+    monkeypatch.setattr("dst.cli.campaigns._cluster", lambda args: failing)
     code = main(["fuzz", "--scenario", "double-release", "--json", "--count", "1000", "--cluster", failing.address,
                  "--findings", str(tmp_path)])
     out, err = capsys.readouterr()

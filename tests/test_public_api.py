@@ -28,7 +28,7 @@ def test_the_simulator_core_does_not_import_rich_or_the_cli():
 def test_the_pytest_plugin_is_light_to_import():
     code = "import sys, dst.pytest_plugin; print(sorted(m for m in sys.modules if m.startswith('dst')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['dst', 'dst.pytest_plugin']"
+    assert out.strip() == "['dst', 'dst.pytest_plugin', 'dst.version']"
 
 
 def test_the_library_runs_a_seed():

@@ -1,4 +1,5 @@
-"""Merging the reports of a sharded campaign: pure functions over the dicts ``dst fuzz --json`` prints.
+"""Merging the reports of a sharded campaign: pure functions over the reports ``dst fuzz --json`` prints
+(:mod:`dst.explore.report`, read and checked there).
 
 N jobs that each ran ``dst fuzz --shard K/N`` over the same seeds report disjoint seeds; merged, their
 reports give the report one unsharded campaign over those seeds would have printed, field for field,
@@ -8,148 +9,18 @@ so the same reports give the same bytes however they are listed.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence, cast
 
 from ..errors import UserError
 from ..text import shorten
 from .fuzz import SEEDS_SHOWN
+from .report import ENTRY_KEY, Report, parse_shard, shard_spec
 
 
 class MergeError(UserError):
-    """A report that is not a ``dst fuzz --json`` report, or reports that do not make one campaign; ``str()``
-    is one line naming the file, the key and what was expected."""
-
-
-# --- reading one report ---------------------------------------------------------------------------
-
-def _count(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _number(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _text(v: object) -> bool:
-    return isinstance(v, str)
-
-
-def _texts(v: object) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def _counts(v: object) -> bool:
-    return isinstance(v, list) and all(_count(x) for x in v)
-
-
-def _or_null(test: Callable[[object], bool]) -> Callable[[object], bool]:
-    return lambda v: v is None or test(v)
-
-
-_SHARD = re.compile(r"([0-9]{1,9}(?:,[0-9]{1,9})*)/([0-9]{1,9})")  # "2/4", or a merge of some shards: "1,3/4"
-_SHARD_WHAT = "null or 'K/N' with 1 <= K <= N (or 'K,L,.../N')"
-
-
-def _shard_spec(v: object) -> bool:
-    return v is None or isinstance(v, str) and parse_shard(v) is not None
-
-
-# What each key of a report must hold: (test, what is expected). Keys not listed here (coverage, and
-# whatever else a report grows) are merged by :func:`merge_values`, whatever they are called.
-_TOP: dict[str, tuple[Callable[[object], bool], str]] = {
-    "scenario": (_text, "a string"),
-    "source": (_text, "a string"),
-    "model": (_text, "a string"),
-    "bugs": (_texts, "a list of strings"),
-    "swarm": (lambda v: isinstance(v, bool), "true or false"),
-    "seeds": (lambda v: isinstance(v, dict), "an object with first, stop, shard and last_run"),
-    "seeds_run": (_count, "a non-negative integer"),
-    "events": (_count, "a non-negative integer"),
-    "violations": (_count, "a non-negative integer"),
-    "interrupted": (lambda v: isinstance(v, bool), "true or false"),
-    "wall_seconds": (_number, "a number"),
-    "seeds_per_second": (_or_null(_number), "a number or null"),
-    "invariants": (_texts, "a list of invariant ids"),
-    "signatures": (lambda v: isinstance(v, list), "a list"),
-    "unjudged": (lambda v: isinstance(v, list), "a list"),
-    "findings": (lambda v: isinstance(v, list), "a list"),
-}
-_SEEDS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "first": (_count, "a non-negative integer"),
-    "stop": (_or_null(_count), "a non-negative integer or null"),
-    "shard": (_shard_spec, _SHARD_WHAT),
-    "last_run": (_or_null(_count), "a non-negative integer or null"),
-}
-_GROUP: dict[str, tuple[Callable[[object], bool], str]] = {
-    "count": (_count, "a non-negative integer"),
-    "seeds": (_counts, "a list of non-negative integers"),
-    "first_seed": (_count, "a non-negative integer"),
-    "reproduce": (_text, "a string"),
-}
-_SIGNATURE = {"invariant": (_text, "a string"), "signature": (_text, "a string"), **_GROUP,
-              "message": (_or_null(_text), "a string or null"), "time_ms": (_or_null(_count), "an integer or null")}
-_UNJUDGED = {"kind": (_text, "a string"), **_GROUP, "why": (_text, "a string")}
-_FINDING: dict[str, tuple[Callable[[object], bool], str]] = {"signature": (_text, "a string"),
-                                                             "path": (_text, "a string")}
-
-
-def parse_shard(text: str) -> tuple[frozenset[int], int] | None:
-    """``"K/N"`` (or ``"K,L/N"``, shards merged) as (the indices, N); None if it is neither."""
-    m = _SHARD.fullmatch(text)
-    if m is None:
-        return None
-    indices, count = frozenset(int(k) for k in m.group(1).split(",")), int(m.group(2))
-    return (indices, count) if all(1 <= k <= count for k in indices) else None
-
-
-def _check(obj: object, keys: dict[str, tuple[Callable[[object], bool], str]], where: str, path: str) -> None:
-    if not isinstance(obj, dict):
-        raise MergeError(f"{where}: {path or 'the report'}: expected an object, got {shorten(obj)}")
-    for key, (test, what) in keys.items():
-        at = f"{path}.{key}" if path else key
-        if key not in obj:
-            raise MergeError(f"{where}: {at}: expected {what}, but the key is missing (is this a dst fuzz --json report?)")
-        if not test(obj[key]):
-            raise MergeError(f"{where}: {at}: expected {what}, got {shorten(obj[key])}")
-
-
-def check_report(report: object, where: str) -> dict[str, Any]:
-    """``report`` if it is a ``dst fuzz --json`` report, else a :class:`MergeError` naming ``where`` and the key."""
-    _check(report, _TOP, where, "")
-    assert isinstance(report, dict)
-    _check(report["seeds"], _SEEDS, where, "seeds")
-    for list_key, keys, name in (("signatures", _SIGNATURE, "signature"), ("unjudged", _UNJUDGED, "kind"),
-                                 ("findings", _FINDING, "signature")):
-        seen: set[str] = set()
-        for i, entry in enumerate(report[list_key]):
-            _check(entry, keys, where, f"{list_key}[{i}]")
-            if entry[name] in seen:  # the join below is by this key: one entry each
-                raise MergeError(f"{where}: {list_key}[{i}].{name}: expected each {name} once, got "
-                                 f"{shorten(entry[name])} again")
-            seen.add(entry[name])
-    return report
-
-
-def parse_report(text: str, where: str) -> dict[str, Any]:
-    """The report in ``text`` (what ``dst fuzz --json`` printed), checked; a :class:`MergeError` otherwise."""
-    def refuse(constant: str) -> None:
-        raise MergeError(f"{where}: not valid JSON for dst: {constant} is not a number")
-
-    if not text.strip():
-        raise MergeError(f"{where}: empty file: expected the JSON report dst fuzz --json prints "
-                         f"(did the fuzz job fail before printing it?)")
-    try:
-        report = json.loads(text, parse_constant=refuse)
-    except json.JSONDecodeError as e:
-        raise MergeError(f"{where}: not valid JSON ({e}; is this what dst fuzz --json printed?)") from None
-    except RecursionError:
-        raise MergeError(f"{where}: not valid JSON for dst: nested too deep") from None
-    except ValueError as e:  # int()'s own limit: an integer of over 4,300 digits
-        raise MergeError(f"{where}: not valid JSON for dst: {str(e).split(';')[0]}") from None
-    return check_report(report, where)
+    """Reports that do not make one campaign; ``str()`` is one line naming the file, the key and what was
+    expected."""
 
 
 # --- merging --------------------------------------------------------------------------------------
@@ -242,7 +113,7 @@ def _check_one_campaign(reports: Sequence[tuple[str, dict[str, Any]]]) -> tuple[
             count = n
         elif n != count:
             raise MergeError(f"{where}: seeds.shard: expected a shard of N = {count} as in {shards[0][0]}, got "
-                             f"{shorten(_spec(indices, n))}")
+                             f"{shorten(shard_spec(indices, n))}")
         for k in sorted(indices):
             if k in owner:
                 raise MergeError(f"{where}: seeds.shard: shard {k}/{n} is also in {owner[k]}: overlapping shards "
@@ -250,10 +121,6 @@ def _check_one_campaign(reports: Sequence[tuple[str, dict[str, Any]]]) -> tuple[
             owner[k] = where
     assert count is not None
     return frozenset(owner), count
-
-
-def _spec(indices: Iterable[int], count: int) -> str:
-    return f"{','.join(str(k) for k in sorted(indices))}/{count}"
 
 
 def _seeds(reports: Sequence[dict[str, Any]], wheres: Sequence[str],
@@ -265,7 +132,7 @@ def _seeds(reports: Sequence[dict[str, Any]], wheres: Sequence[str],
     if shards is not None:
         indices, count = shards
         missing = [k for k in range(1, count + 1) if k not in indices]
-        out["shard"] = _spec(indices, count) if missing else None  # every shard present: every seed of the range
+        out["shard"] = shard_spec(indices, count) if missing else None  # every shard present: every seed of the range
     for key in first:  # keys a newer report added to this section
         if key not in out and key != "shards_missing":
             out[key] = merge_values([r["seeds"][key] for r in reports], wheres, f"seeds.{key}")
@@ -274,9 +141,10 @@ def _seeds(reports: Sequence[dict[str, Any]], wheres: Sequence[str],
     return out
 
 
-def _groups(reports: Sequence[tuple[str, dict[str, Any]]], list_key: str, name: str) -> list[dict[str, Any]]:
-    """Entries joined by ``name``: counts summed, the first seeds in order (as many as a campaign lists),
+def _groups(reports: Sequence[tuple[str, dict[str, Any]]], list_key: str) -> list[dict[str, Any]]:
+    """Entries joined by the key that names them (``ENTRY_KEY``): counts summed, the first seeds in order (as many as a campaign lists),
     and the rest of the entry from the report that holds the smallest first seed."""
+    name = ENTRY_KEY[list_key]
     joined: dict[str, dict[str, Any]] = {}
     seeds: dict[str, list[int]] = {}
     for _, report in reports:
@@ -305,7 +173,7 @@ def _findings(reports: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, A
     return [entry for _, entry in sorted(best.values(), key=lambda item: (item[0], item[1]["signature"]))]
 
 
-def merge_reports(reports: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
     """One campaign's report from its shards' reports, each given as (the file's name, its checked report).
 
     Keys are in the order the reports have them, so a merge of every shard prints what the unsharded
@@ -313,7 +181,8 @@ def merge_reports(reports: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, An
     slowest shard's, ``seeds_per_second`` the shards' speeds added up."""
     if not reports:
         raise MergeError("no report to merge")
-    ordered = _in_shard_order(reports)
+    # Merged key by key, whatever the keys (a newer dst's too): the reports as the plain dicts they are.
+    ordered = _in_shard_order(cast(Sequence[tuple[str, dict[str, Any]]], reports))
     shards = _check_one_campaign(ordered)
     wheres = [where for where, _ in ordered]
     bodies = [report for _, report in ordered]
@@ -327,8 +196,8 @@ def merge_reports(reports: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, An
         "wall_seconds": max(r["wall_seconds"] for r in bodies),
         "seeds_per_second": round(sum(rates), 1) if rates else None,
         "invariants": sorted(set(i for r in bodies for i in r["invariants"])),
-        "signatures": _groups(ordered, "signatures", "signature"),
-        "unjudged": _groups(ordered, "unjudged", "kind"),
+        "signatures": _groups(ordered, "signatures"),
+        "unjudged": _groups(ordered, "unjudged"),
         "findings": _findings(ordered),
     }
     merged: dict[str, Any] = {}
@@ -339,4 +208,4 @@ def merge_reports(reports: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, An
             merged[key] = bodies[0][key]
         else:  # coverage, and any key a report grows: merged without knowing what it is
             merged[key] = merge_values([r[key] for r in bodies], wheres, key)
-    return merged
+    return cast(Report, merged)

@@ -10,9 +10,9 @@ no script: every text from the report goes through ``html.escape``.
 from __future__ import annotations
 
 from html import escape
-from typing import Any
 
 from ..explore.coverage import never_reached
+from ..explore.report import Report
 from ..invariants.situations import catalogue
 from ..models import ModelError, resolve
 from .page import GENERATOR
@@ -31,16 +31,16 @@ tr.zero td { color: #b07d00; } tr.zero .bar { background: none; }
 """
 
 
-def campaign_page(report: dict[str, Any]) -> str:
-    """The page of a campaign report (its JSON, checked)."""
+def campaign_page(report: Report) -> str:
+    """The page of a campaign report (checked: :func:`dst.explore.report.read`)."""
     coverage = report.get("coverage", {})
-    situations = _situations(report.get("model", ""))
-    runs = max(1, int(report.get("seeds_run", 0)))
+    situations = _situations(report["model"])
+    runs = max(1, report["seeds_run"])
     statements = {s.id: s.statement for s in situations}
     parts = [
         "<!doctype html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">", GENERATOR,
-        f"<title>dst campaign: {escape(str(report.get('scenario', '')))}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>dst campaign: {escape(str(report.get('scenario', '')))}</h1>",
+        f"<title>dst campaign: {escape(report['scenario'])}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>dst campaign: {escape(report['scenario'])}</h1>",
         f"<div class=\"meta\" data-role=\"summary\">{_summary(report)}</div>",
     ]
     never = never_reached(coverage, situations)
@@ -69,15 +69,15 @@ def _situations(model: str) -> tuple[Situation, ...]:
     return catalogue(declared)
 
 
-def _summary(report: dict[str, Any]) -> str:
-    seeds = report.get("seeds", {})
-    shard = f", shard {seeds['shard']}" if seeds.get("shard") else ""
-    found = report.get("violations", 0)
-    verdict = (f"<span class=\"violation\">{found:,} violation(s) in {len(report.get('signatures', []))} "
+def _summary(report: Report) -> str:
+    seeds = report["seeds"]
+    shard = f", shard {seeds['shard']}" if seeds["shard"] else ""
+    found = report["violations"]
+    verdict = (f"<span class=\"violation\">{found:,} violation(s) in {len(report['signatures'])} "
                f"signature(s)</span>" if found else "no violation")
-    return escape(f"model {report.get('model', '')}; {report.get('seeds_run', 0):,} seeds run "
-                  f"(from {seeds.get('first')}{shard}){', swarm' if report.get('swarm') else ''}; "
-                  f"{report.get('events', 0):,} events; ") + verdict
+    return escape(f"model {report['model']}; {report['seeds_run']:,} seeds run "
+                  f"(from {seeds['first']}{shard}){', swarm' if report['swarm'] else ''}; "
+                  f"{report['events']:,} events; ") + verdict
 
 
 def _bars(title: str, role: str, rows: list[tuple[str, int, str, str]], scale: int) -> str:
@@ -93,16 +93,16 @@ def _bars(title: str, role: str, rows: list[tuple[str, int, str, str]], scale: i
     return "\n".join(out)
 
 
-def _violations(report: dict[str, Any]) -> str:
-    signatures = report.get("signatures", [])
+def _violations(report: Report) -> str:
+    signatures = report["signatures"]
     if not signatures:
         return "<h2>Violations</h2><p>None.</p>"
     out = ["<h2>Violations</h2>", "<table>", "<tr><th>invariant</th><th>seeds</th><th>first violation</th>"
            "<th>reproduce</th></tr>"]
     for sig in signatures:
-        out.append(f"<tr data-role=\"signature\"><td class=\"violation\">{escape(str(sig.get('invariant')))}</td>"
-                   f"<td class=\"n\">{int(sig.get('count', 0)):,}</td>"
-                   f"<td>seed {escape(str(sig.get('first_seed')))}: {escape(str(sig.get('message')))}</td>"
-                   f"<td><code>{escape(str(sig.get('reproduce')))}</code></td></tr>")
+        out.append(f"<tr data-role=\"signature\"><td class=\"violation\">{escape(sig['invariant'])}</td>"
+                   f"<td class=\"n\">{sig['count']:,}</td>"
+                   f"<td>seed {sig['first_seed']}: {escape(str(sig['message']))}</td>"
+                   f"<td><code>{escape(sig['reproduce'])}</code></td></tr>")
     out.append("</table>")
     return "\n".join(out)

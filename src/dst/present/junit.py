@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserError
+from ..explore.report import Report, Signature, Unjudged
 from ..files import check_folder, not_regular, replace, where, why
 from ..text import one_line
 
@@ -19,13 +19,13 @@ class JUnitError(UserError):
     """The JUnit file cannot be written there; ``str()`` is one line (exit 2)."""
 
 
-def _seed_list(group: dict[str, Any]) -> str:
+def _seed_list(group: Signature | Unjudged) -> str:
     shown = ", ".join(str(s) for s in group["seeds"])
     more = group["count"] - len(group["seeds"])
     return f"{shown} (and {more:,} more)" if more > 0 else shown
 
 
-def junit_xml(report: dict[str, Any]) -> bytes:
+def junit_xml(report: Report) -> bytes:
     """The report (``dst fuzz --json``'s, or ``dst merge``'s) as a JUnit XML document."""
     # Model text goes through one_line: it escapes the control characters XML 1.0 cannot carry at all.
     findings = {f["signature"]: f["path"] for f in report["findings"]}
@@ -66,7 +66,8 @@ def junit_xml(report: dict[str, Any]) -> bytes:
     for invariant in held:
         ET.SubElement(suite, "testcase", classname=one_line(invariant), name=one_line(invariant))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    document: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"
 
 
 def junit_ready(path: Path) -> Path:
@@ -83,7 +84,7 @@ def junit_ready(path: Path) -> Path:
     return path
 
 
-def write_junit(path: Path, report: dict[str, Any]) -> None:
+def write_junit(path: Path, report: Report) -> None:
     """Write the report's JUnit XML at ``path`` atomically: a reader sees the old file or the whole new one,
     never half of it, and nothing but ``path`` is touched."""
     data = junit_xml(report)

@@ -7,7 +7,7 @@ printed through :func:`plain`: never read as markup, its control characters show
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +20,9 @@ from ..runner import RunResult
 from ..scenario import Scenario
 from ..sim.trace import Event, format_event, format_time
 from ..text import one_line
+
+if TYPE_CHECKING:
+    from ..explore.report import Report
 
 # How an event kind is styled in a timeline: fault kinds by their registry colour.
 ACTION_STYLE = {"resume": "yellow", "boot": "cyan", "lost": "dim red", "duplicated": "magenta", "cut": "dim magenta",
@@ -145,14 +148,14 @@ class FuzzProgress:
         self._progress.update(self._task, completed=tally.seeds_run, description=self.status(tally, elapsed))
 
 
-def render_fuzz(console: Console, report: dict[str, Any]) -> None:
+def render_fuzz(console: Console, report: Report) -> None:
     seeds = report["seeds"]
     span = f"{seeds['first']}..{seeds['last_run']}" if seeds["last_run"] is not None else "none"
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("scenario", plain(f"{report['scenario']} ({report['source']})"))
-    if report.get("model", DEFAULT_IMPL) != DEFAULT_IMPL:
+    if report["model"] != DEFAULT_IMPL:
         grid.add_row("model", plain(report["model"]))
     if report["bugs"]:
         grid.add_row("bugs on", plain(", ".join(report["bugs"])))
@@ -169,7 +172,7 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
                                                   f"{group['first_seed']}: {group['why']} ({group['reproduce']})",
                                                   "yellow")))
     if "coverage" in report:
-        _coverage_rows(grid, report["coverage"], report.get("model", DEFAULT_IMPL))
+        _coverage_rows(grid, report["coverage"], report["model"])
     console.print(grid)
     if not report["signatures"]:
         return
@@ -182,7 +185,7 @@ def render_fuzz(console: Console, report: dict[str, Any]) -> None:
         table.add_row(plain(sig["invariant"]), f"{sig['count']}", plain(f"seed {sig['first_seed']}: {sig['message']}"),
                       plain((sig["reproduce"], "cyan")))
     console.print(table)
-    for f in report.get("findings", []):
+    for f in report["findings"]:
         verb = "wrote" if f["new"] else "already known:"
         console.print(plain(f"{verb} ", (f["path"], "cyan"), f" ({f['steps_before']} steps minimized to "
                             f"{f['steps_after']} in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)"))

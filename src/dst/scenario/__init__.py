@@ -5,15 +5,13 @@
 a document. The schema is documented in ``docs/scenarios.md``.
 """
 
-from ..files import PATH_LIMIT, read_text  # the command line takes these two and one_line from here
 from ..invariants import INVARIANT_IDS
-from ..text import one_line
 from .read import embedded_scenarios, load_scenario, parse_scenario, scenario_from_doc, with_model
 from .schema import (EMBEDDED, SCHEDULERS, FaultRate, FaultsConfig, ModelConfig, NetworkConfig,
                      RunConfig, RunsConfig, Scenario, ScenarioError, WorkloadConfig, scripted)
 from .write import scenario_to_doc
 
-__all__ = ["EMBEDDED", "INVARIANT_IDS", "PATH_LIMIT", "SCHEDULERS", "FaultRate", "FaultsConfig", "ModelConfig",
+__all__ = ["EMBEDDED", "INVARIANT_IDS", "SCHEDULERS", "FaultRate", "FaultsConfig", "ModelConfig",
            "NetworkConfig", "RunConfig", "RunsConfig", "Scenario", "ScenarioError", "WorkloadConfig",
-           "embedded_scenarios", "load_scenario", "one_line", "parse_scenario", "read_text", "scenario_from_doc",
+           "embedded_scenarios", "load_scenario", "parse_scenario", "scenario_from_doc",
            "scenario_to_doc", "scripted", "with_model"]

@@ -1,0 +1,48 @@
+"""What every command shares: its exit codes, the error a bad flag is, and the scenario its flags name."""
+
+from __future__ import annotations
+
+import argparse
+
+import attrs
+
+from ..errors import UserError
+from ..models import ModelError, resolve
+from ..runner import check
+from ..scenario import Scenario, load_scenario
+
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
+
+
+class UsageError(UserError):
+    """A bad flag or input: one line for the user, exit code 2."""
+
+    prefix = ""  # its message names the command itself
+
+
+def check_slugs(slugs: list[str], impl: str) -> None:
+    """Refuse a ``--bug`` slug the model does not declare, naming those it does."""
+    try:
+        known = [bug.slug for bug in resolve(impl).bugs]
+    except ModelError as e:
+        raise UsageError(f"dst: --model: {e}") from None
+    for slug in slugs:
+        if slug not in known:
+            raise UsageError(f"dst: --bug: unknown bug slug {slug!r} of {impl}; known: {', '.join(known) or 'none'}")
+
+
+def scenario_from(args: argparse.Namespace) -> Scenario:
+    """The scenario of ``--scenario``, ``--model`` and ``--bug``, checked against the model before any run."""
+    if args.model is not None:
+        try:
+            resolve(args.model)
+        except ModelError as e:
+            raise UsageError(f"dst: --model: {e}") from None
+    scenario = load_scenario(args.scenario, model=args.model)
+    check_slugs(args.bug, scenario.model.impl)
+    scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(args.bug))))
+    check(scenario)  # keys that contradict the model's bounds are said now, before any run
+    return scenario
+
+

@@ -1,0 +1,188 @@
+"""The commands of one run: ``dst run`` (a seed, and whether it replays identically), ``dst shrink`` (a
+violating seed minimized into a finding) and ``dst replay`` (findings run again, and their verdicts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..runner.reproduce import command as reproduce_command
+from ..runner.swarm import swarm
+from ..findings import FindingError, ready
+from ..runner import RunResult, run
+from ..scenario import Scenario
+from ..sim.trace import Event, first_difference, format_event
+from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, scenario_from
+from .output import error, rich_console
+
+
+# --- dst run --------------------------------------------------------------------------------------
+
+def dst_run(args: argparse.Namespace) -> int:
+    scenario = scenario_from(args)
+    if args.swarm:
+        scenario = swarm(scenario, args.seed)
+    started = time.perf_counter()
+    result = run(scenario, args.seed)
+    wall = time.perf_counter() - started
+
+    divergence = (_replay_here(scenario, args.seed, result) or _replay_elsewhere(args, result)
+                  if args.check_determinism else None)
+
+    if args.json:
+        out = result.summary()
+        if args.trace:
+            out["trace"] = [list(e) for e in result.trace]
+        if args.check_determinism:
+            out["determinism"] = "identical" if divergence is None else divergence
+        print(json.dumps(out, indent=2))
+    else:
+        from ..present.terminal import plain, render_events, render_run
+
+        console = rich_console()
+        if args.trace:
+            render_events(console, result.trace)
+            console.print()
+        render_run(console, scenario, result, wall)
+        if not result.ok:
+            again = reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model)
+            console.print()
+            console.print(plain("the whole run:  ", (f"{again} --trace", "cyan")))
+            console.print(plain("minimize it:    ", (again.replace("dst run", "dst shrink", 1), "cyan")))
+        if args.check_determinism:
+            if divergence is None:
+                console.print(plain(("determinism", "bold green"),
+                                    ": a second run in this process, and one in a fresh process with another "
+                                    "PYTHONHASHSEED, gave the same trace"))
+            else:
+                console.print(plain(("determinism", "bold red"), f": {divergence}"))
+    if divergence is not None:
+        return EXIT_VIOLATION
+    return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def _replay_here(scenario: Scenario, seed: int, result: RunResult) -> str | None:
+    """Run the same seed again in this process: what a run leaves behind (a module global, a singleton the
+    model's build or restart does not reset) shows as a divergence here."""
+    again = run(scenario, seed)
+    if again.digest == result.digest:
+        return None
+    return _divergence("a second run in the same process", list(result.trace), list(again.trace),
+                       " (state kept between runs: a module global or singleton the model does not reset)")
+
+
+def _divergence(what: str, mine: list[Any], theirs: list[Any], why: str = "") -> str:
+    diff = first_difference(mine, theirs)
+    if diff is None:
+        return "the trace digests differ but the traces are equal"
+    index, a, b = diff
+
+    def show(e: Any) -> str:
+        return "(no event)" if e is None else format_event(e)
+
+    return f"{what} diverges at trace event {index}: first run {show(a)} | {what} {show(b)}{why}"
+
+
+def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None:
+    """Run the same seed in a new interpreter with another hash seed; describe the first difference."""
+    command = reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model).split()[1:]
+    command = [sys.executable, "-m", "dst", *command, "--json", "--trace"]
+    env = dict(os.environ, PYTHONHASHSEED=str((args.seed * 7919 + 17) % 4294967295 or 1))
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode not in (EXIT_OK, EXIT_VIOLATION):
+        lines = done.stderr.strip().splitlines()
+        return f"the second run failed: {lines[-1] if lines else done.returncode}"
+    other = json.loads(done.stdout)
+    if other["trace_digest"] == result.digest:
+        return None
+    return _divergence("a fresh process", list(result.trace), [tuple(e) for e in other["trace"]])
+
+
+# --- dst shrink -----------------------------------------------------------------------------------
+
+def dst_shrink(args: argparse.Namespace) -> int:
+    from ..explore.record import minimize, record
+
+    scenario = scenario_from(args)
+    ready(Path(args.findings))
+    shrunk = minimize(scenario, args.seed, use_swarm=args.swarm, max_runs=args.max_runs, seconds=args.time_budget)
+    if shrunk is None:
+        error(f"dst shrink: seed {args.seed} violates nothing: nothing to minimize")
+        return EXIT_OK
+    origin = {"scenario": scenario.source, "seed": args.seed, "swarm": args.swarm}
+    recorded = record(shrunk, Path(args.findings), origin)
+    v = shrunk.result.violation
+    assert v is not None  # a shrunk run violates its invariant by construction
+    summary = {"path": str(recorded.path), "new": recorded.written, "invariant": v.invariant, "message": v.message,
+               "steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,
+               "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        from ..present.terminal import plain
+
+        console = rich_console()
+        console.print(plain((v.invariant, "bold red"), f": {v.message}"))
+        console.print(f"minimized {shrunk.steps_before} steps to {shrunk.steps_after} in {shrunk.runs} runs, "
+                      f"{shrunk.seconds:.1f}s ({shrunk.stop.value})")
+        for step in shrunk.scenario.steps or ():
+            console.print(plain(f"  {step.describe()}"))
+        verb = "wrote" if recorded.written else "already known as"
+        console.print(plain(f"{verb} ", (str(recorded.path), "cyan")))
+    return EXIT_VIOLATION
+
+
+# --- dst replay -----------------------------------------------------------------------------------
+
+def dst_replay(args: argparse.Namespace) -> int:
+    from ..findings import REPRODUCES, read, replay
+    from ..present.terminal import plain, render_timeline
+
+    console = rich_console()
+    verdicts: list[dict[str, Any]] = []
+    bad_input = False
+    for name in args.files:
+        try:
+            finding = read(name, model=args.model)
+        except FindingError as e:
+            error(e.line())
+            bad_input = True
+            continue
+        outcome = replay(finding)
+        entry = {"file": name, "status": outcome.status, "invariant": finding.invariant,
+                 "first_difference": outcome.first_difference, "explanation": outcome.explain()}
+        event = outcome.differing_event
+        if event is not None:
+            entry["differing_event"] = format_event(event)
+        verdicts.append(entry)
+        if args.json:
+            continue
+        if not args.quiet:
+            console.rule(plain(name))
+            render_timeline(console, outcome.result, _replay_events(args, outcome.result))
+        style = "bold green" if outcome.status == REPRODUCES else "bold red"
+        console.print(plain((f"{name}: {outcome.explain()}", style)))
+        if event is not None:
+            console.print(plain(f"  first differing event ({outcome.first_difference}): {format_event(event)}"))
+    if args.json:
+        print(json.dumps(verdicts, indent=2))
+    if bad_input:
+        return EXIT_USAGE
+    return EXIT_OK if all(v["status"] == REPRODUCES for v in verdicts) else EXIT_VIOLATION
+
+
+def _replay_events(args: argparse.Namespace, result: RunResult) -> Sequence[Event]:
+    """What a replay shows: the causal slice with every step of the finding (or, with ``--all`` or when
+    nothing is violated any more, every event), narrowed to ``--actor`` and ``--last``."""
+    events = result.trace if args.all or result.violation is None else result.causal(every_step=True)
+    if args.actor:
+        events = tuple(e for e in events if e[1] in args.actor)
+    return events[-args.last:] if args.last else events
+
+
