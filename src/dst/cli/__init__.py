@@ -27,7 +27,7 @@ import sys
 from typing import Callable, Sequence
 
 from ..errors import UserError
-from ..explore.fuzz import Terminated
+from ..explore.pool import Terminated
 from . import bugs, campaigns, one_run, pages
 from .command import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION
 from .output import OutputError, Stream, error, silence

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from ..explore.fuzz import worker_pool
+from ..explore.pool import worker_pool
 from ..findings import ready
 from ..models import ModelError, resolve
 from .command import EXIT_OK, EXIT_VIOLATION, UsageError, check_slugs

@@ -13,8 +13,8 @@ import attrs
 
 from ..explore.cluster import ClusterError, ClusterExecutor
 from ..explore import report
-from ..explore.fuzz import (Outcome, StopRequest, Tally, Terminated, campaign, count_seeds, drive, ended, pick, seeds,
-                            tallied)
+from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, pick, seeds, tallied
+from ..explore.pool import StopRequest, Terminated
 from ..findings import ready
 from ..scenario import Scenario, load_scenario
 from .command import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError, scenario_from

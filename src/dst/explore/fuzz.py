@@ -8,16 +8,8 @@ keeps the seeds congruent to K-1 modulo N, so N CI jobs cover disjoint seeds.
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing.process
-import os
-import shutil
-import signal
-import sys
-import tempfile
-import threading
 import time
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Executor, Future, wait
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Iterator, Sequence
 
@@ -29,6 +21,7 @@ from ..runner import Cut, RunResult, on_model, run
 from ..scenario import Scenario
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
+from .pool import StopRequest, running, stop_workers, worker_pool
 from ..runner.reproduce import reproduce
 from ..runner.swarm import swarm as swarm_of
 
@@ -103,96 +96,6 @@ def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | N
                    reached=tuple(result.situations.items()), cases=tuple(result.cases.items()))
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the campaign is, as Ctrl-C raises KeyboardInterrupt (exit 143, not 130)."""
-
-
-class StopRequest:
-    """A signal handler for a campaign on a pool: it only notes the signal, and the campaign stops at its
-    next safe point (raising from the handler could land inside the pool's own locking and hang it)."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signum = 0
-
-    def __call__(self, signum: int, frame: object) -> None:
-        self.signum = signum
-        self.event.set()
-
-    def interrupt(self) -> KeyboardInterrupt:
-        return Terminated() if self.signum == signal.SIGTERM else KeyboardInterrupt()
-
-
-_in_run = False  # in a worker: whether a chunk of seeds is running
-_exiting = False  # in a worker: a SIGTERM is already unwinding the run
-
-
-def _exit_quietly(signum: int, frame: object) -> None:
-    global _exiting
-    if not _in_run:
-        os._exit(128 + signum)  # idle: nothing to close, and a normal exit would wait on the pool's queues
-    if not _exiting:  # a second SIGTERM must not interrupt the first one's unwinding (the pool would catch it)
-        _exiting = True
-        raise SystemExit(128 + signum)  # unwinds: the run in progress closes what it opened (a model's files)
-
-
-def _worker_setup(parent: int, scratch: str) -> None:
-    """A worker ignores Ctrl-C (it reaches the whole process group; the campaign decides), ends cleanly on
-    SIGTERM, and gets SIGTERM from the kernel the moment its parent dies, however it dies. Its temporary
-    files (a model's, through ``tempfile``) go into the pool's scratch folder."""
-    tempfile.tempdir = os.environ["TMPDIR"] = scratch  # TMPDIR: for what a model's own processes write too
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _exit_quietly)
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:  # the parent died before the line above: nobody will tell us
-        os._exit(1)
-
-
-def _processes(pool: Executor) -> list[multiprocessing.process.BaseProcess]:
-    return list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
-
-
-class _Pool(ProcessPoolExecutor):
-    """Processes for a campaign, which die with it; their scratch folder goes when they have all ended,
-    with whatever a worker stopped by force (or a model that does not close) left there."""
-
-    def __init__(self, workers: int) -> None:
-        self.scratch = tempfile.mkdtemp(prefix="dst-workers-")
-        super().__init__(max_workers=workers, initializer=_worker_setup, initargs=(os.getpid(), self.scratch))
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        processes = _processes(self)
-        super().shutdown(wait=wait, cancel_futures=cancel_futures)
-        if wait or not any(p.is_alive() for p in processes):
-            shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Processes for a campaign, which die with it, and leave no temporary file behind."""
-    return _Pool(workers)
-
-
-_GRACE = 5.0  # seconds a stopped worker has to close what its run opened
-
-
-def stop_workers(pool: Executor) -> None:
-    """End the pool's processes now, not after the chunks they are running (a seed may take long, or never end).
-    Another executor (a cluster's) has no processes here: its shutdown cancels what it has in flight."""
-    processes = _processes(pool)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    deadline = time.monotonic() + _GRACE
-    for process in processes:  # a run that will not unwind (a model's close that hangs) is killed
-        process.join(max(0.0, deadline - time.monotonic()))
-        if process.is_alive():
-            process.kill()
-            process.join()
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
 def pick(scenarios: tuple[Scenario, ...], seed: int) -> Scenario:
     """The scenario a seed runs in a campaign over several: they take turns, seed by seed."""
     return scenarios[seed % len(scenarios)]
@@ -201,19 +104,14 @@ def pick(scenarios: tuple[Scenario, ...], seed: int) -> Scenario:
 def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: bool,
                deadline: float | None) -> tuple[list[Outcome], bool]:
     """The chunk's outcomes in seed order, and whether the deadline cut it short (after the ones returned)."""
-    global _in_run
-    _in_run = True
     outcomes: list[Outcome] = []
-    try:
-        for seed in chunk:
-            outcomes.append(run_seed(pick(scenarios, seed), seed, use_swarm, deadline))
-        return outcomes, False
-    except Cut:
-        return outcomes, True
-    except SystemExit as stop:  # SIGTERM: the run has closed what it opened; the pool would catch this and wait
-        os._exit(stop.code if isinstance(stop.code, int) else 1)
-    finally:
-        _in_run = False
+    with running():
+        try:
+            for seed in chunk:
+                outcomes.append(run_seed(pick(scenarios, seed), seed, use_swarm, deadline))
+            return outcomes, False
+        except Cut:
+            return outcomes, True
 
 
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
