@@ -91,7 +91,10 @@ def test_never_reached_on_a_scenario_that_cannot_reach_it_and_reached_on_one_tha
     paused.write_text(PAUSES)
     args = ("--seeds", "1:21", "--workers", "1", "--no-swarm")
     never = fuzz_json(capsys, "--scenario", str(calm), *args)["coverage"]
-    assert never["situations"]["paused-past-expiry"] == {"reached": 0, "runs": 0}
+    paused_past = never["situations"]["paused-past-expiry"]
+    assert (paused_past["reached"], paused_past["runs"]) == (0, 0)
+    assert paused_past["never"] == "no holder was ever paused past its lease's expiry"  # the report's own words
+    assert "single-executor" in paused_past["tests"] and paused_past["statement"]
     assert never["faults"].get("pause", 0) == 0 and never["faults"]["restart"] > 0
     assert never["situations"]["died-holding-leases"]["runs"] > 0  # restarts while holding: the other case
     reached = fuzz_json(capsys, "--scenario", str(paused), *args)["coverage"]
@@ -166,3 +169,24 @@ def test_show_draws_a_campaign_report_with_what_it_never_reached(tmp_path: Path,
             browser.close()
     assert not errors, errors
     assert (tmp_path / "campaign.png").stat().st_size > 10_000
+
+
+def test_a_report_is_drawn_from_its_own_data_and_runs_no_code(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report someone sent names a model: drawing it (the page, and the summary dst merge prints) must not
+    import that model, whatever sits on the import path under its name."""
+    calm = tmp_path / "no-pauses.toml"
+    calm.write_text(NO_PAUSES)
+    report = fuzz_json(capsys, "--scenario", str(calm), "--seeds", "1:6", "--workers", "1", "--no-swarm")
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    (trap / "sent_model.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\nraise SystemExit(0)\n")
+    monkeypatch.syspath_prepend(str(trap))
+    monkeypatch.chdir(trap)
+    (trap / "report.json").write_text(json.dumps({**report, "model": "sent_model:model"}))
+    assert main(["show", "report.json", "-o", "page.html"]) == 0
+    html = (trap / "page.html").read_text()
+    assert "no holder was ever paused past its lease&#x27;s expiry" in html  # explained without the model
+    assert main(["merge", "report.json"]) == 0
+    assert "never reached" in capsys.readouterr().out
+    assert not (tmp_path / "ran").exists()

@@ -6,8 +6,10 @@ that struck it, the situations it reached (:mod:`dst.invariants.situations`) and
 invariant it checked met a case it exists for; the campaign sums them, and its report names what
 was never reached and which invariants therefore were never put to the test.
 
-The report holds only counts (every situation and invariant listed, zeros included), so shard
-reports sum key by key into the report of the whole campaign.
+The report holds counts (every situation and invariant listed, zeros included), so shard reports
+sum key by key into the report of the whole campaign, and each situation's own words (what it is, what
+never reaching it means, which invariants it tests), so a report explains itself wherever it is read:
+drawing one never imports the model it names.
 """
 
 from __future__ import annotations
@@ -44,20 +46,21 @@ class Coverage:
         relevant = [s for s in situations if set(s.tests) & checked and (not s.parts or s.parts & parts)]
         return {
             "faults": dict(sorted(self.faults.items())),
-            "situations": {s.id: {"reached": self.reached[s.id], "runs": self.runs[s.id]} for s in relevant},
+            "situations": {s.id: {"reached": self.reached[s.id], "runs": self.runs[s.id], "statement": s.statement,
+                                  "never": s.never or f"{s.id} never came up", "tests": sorted(s.tests)}
+                           for s in relevant},
             "invariants": {i: self.cases[i] for i in INVARIANT_IDS if i in checked},
         }
 
 
-def never_reached(coverage: dict[str, Any], situations: tuple[Situation, ...]) -> list[str]:
-    """One line per situation a campaign never reached, naming the invariants it left untested there."""
-    by_id = {s.id: s for s in situations}
+def never_reached(coverage: dict[str, Any]) -> list[str]:
+    """One line per situation a campaign never reached, naming the invariants it left untested there (from
+    the report's own words: a situation a report does not explain is passed over)."""
     checked = set(coverage.get("invariants", {}))
     lines = []
-    for name, counts in coverage.get("situations", {}).items():
-        s = by_id.get(name)
-        if counts.get("runs") or s is None:
+    for counts in coverage.get("situations", {}).values():
+        if counts.get("runs") or "never" not in counts:
             continue
-        untested = [i for i in s.tests if i in checked]
-        lines.append(f"{s.never or f'{name} never came up'}: {', '.join(untested)} never tested against it")
+        untested = [i for i in counts.get("tests", ()) if i in checked]
+        lines.append(f"{counts['never']}: {', '.join(untested)} never tested against it")
     return lines

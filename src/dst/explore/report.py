@@ -99,7 +99,10 @@ def shard_spec(indices: Iterable[int], count: int) -> str:
 
 
 def _situation_counts(v: object) -> bool:
-    return isinstance(v, dict) and all(_count(v.get(key)) for key in ("reached", "runs"))
+    """A situation's counts, and the words that explain it (a report older than them has none)."""
+    return (isinstance(v, dict) and all(_count(v.get(key)) for key in ("reached", "runs"))
+            and all(_text(v[key]) for key in ("statement", "never") if key in v)
+            and ("tests" not in v or _list_of(_text)(v["tests"])))
 
 
 def _coverage(v: object) -> bool:

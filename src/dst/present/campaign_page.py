@@ -1,6 +1,7 @@
 """A campaign's report as one HTML page: what it found and what it exercised (``dst show report.json``).
 
-The report is what ``dst fuzz --json`` (or ``dst merge``) printed. The page draws its coverage as
+The report is what ``dst fuzz --json`` (or ``dst merge``) printed, and the page is drawn from it alone: it
+imports nothing the report names (a file someone sent runs no code). The page draws its coverage as
 bars: the faults that fired by kind, the risky situations and the share of runs that reached each,
 and the cases each invariant met; what was never reached stands out, with the invariants it left
 untested, above the violations found and the commands that reproduce them. Static HTML and CSS,
@@ -13,10 +14,7 @@ from html import escape
 
 from ..explore.coverage import never_reached
 from ..explore.report import Report
-from ..invariants.situations import catalogue
-from ..models import ModelError, resolve
 from .page import GENERATOR
-from ..sut import Situation
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #263238; max-width: 1100px; }
@@ -34,22 +32,20 @@ tr.zero td { color: #b07d00; } tr.zero .bar { background: none; }
 def campaign_page(report: Report) -> str:
     """The page of a campaign report (checked: :func:`dst.explore.report.read`)."""
     coverage = report.get("coverage", {})
-    situations = _situations(report["model"])
     runs = max(1, report["seeds_run"])
-    statements = {s.id: s.statement for s in situations}
     parts = [
         "<!doctype html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">", GENERATOR,
         f"<title>dst campaign: {escape(report['scenario'])}</title><style>{_STYLE}</style></head><body>",
         f"<h1>dst campaign: {escape(report['scenario'])}</h1>",
         f"<div class=\"meta\" data-role=\"summary\">{_summary(report)}</div>",
     ]
-    never = never_reached(coverage, situations)
+    never = never_reached(coverage)
     parts.append("<h2>Never reached</h2>")
     parts += [f"<div class=\"never\" data-role=\"never\">{escape(line)}</div>" for line in never] or \
         ["<p data-role=\"never-none\">Every risky situation came up at least once.</p>"]
     parts.append(_bars("Risky situations: share of runs that reached each", "situation",
                        [(name, c.get("runs", 0), f"{c.get('runs', 0):,} runs, {c.get('reached', 0):,} times",
-                         statements.get(name, "")) for name, c in coverage.get("situations", {}).items()], runs))
+                         c.get("statement", "")) for name, c in coverage.get("situations", {}).items()], runs))
     cases = coverage.get("invariants", {})
     parts.append(_bars("Invariants: cases met (situations they exist for that came up)", "invariant",
                        [(name, n, f"{n:,}", "") for name, n in cases.items()], max([1, *cases.values()])))
@@ -59,14 +55,6 @@ def campaign_page(report: Report) -> str:
     parts.append(_violations(report))
     parts.append("</body></html>\n")
     return "\n".join(parts)
-
-
-def _situations(model: str) -> tuple[Situation, ...]:
-    try:
-        declared = resolve(model).situations
-    except ModelError:  # a report read where its model is not installed: dst's own situations still explain
-        declared = ()
-    return catalogue(declared)
 
 
 def _summary(report: Report) -> str:

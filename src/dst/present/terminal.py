@@ -172,7 +172,7 @@ def render_fuzz(console: Console, report: Report) -> None:
                                                   f"{group['first_seed']}: {group['why']} ({group['reproduce']})",
                                                   "yellow")))
     if "coverage" in report:
-        _coverage_rows(grid, report["coverage"], report["model"])
+        _coverage_rows(grid, report["coverage"])
     console.print(grid)
     if not report["signatures"]:
         return
@@ -191,20 +191,14 @@ def render_fuzz(console: Console, report: Report) -> None:
                             f"{f['steps_after']} in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)"))
 
 
-def _coverage_rows(grid: Table, coverage: dict[str, Any], model: str) -> None:
+def _coverage_rows(grid: Table, coverage: dict[str, Any]) -> None:
     """What the campaign exercised, and, in yellow, what it never reached."""
     from ..explore.coverage import never_reached
-    from ..invariants.situations import catalogue
-    from ..models import ModelError, resolve
 
-    try:
-        declared = resolve(model).situations
-    except ModelError:  # a report read where its model is not installed: its situations go unexplained
-        declared = ()
     grid.add_row("faults fired", plain(_counts(coverage.get("faults", {}))))
     reached = [f"{name} in {c['runs']:,} run(s)" for name, c in coverage.get("situations", {}).items() if c["runs"]]
     grid.add_row("reached", plain(", ".join(reached) or "no risky situation"))
-    for line in never_reached(coverage, catalogue(declared)):
+    for line in never_reached(coverage):
         grid.add_row("never reached", plain((line, "yellow")))
     cases = coverage.get("invariants", {})
     met = [f"{name} {n:,}" for name, n in cases.items() if n]
