@@ -273,6 +273,14 @@ def test_a_bad_model_or_option_is_one_line_and_exit_2(home, capsys, toml, expect
     assert err.count("\n") == 1 and expected in err, err
 
 
+def test_a_model_module_that_exits_as_it_is_imported_is_refused_not_obeyed(home, capsys):
+    (home / "quitter.py").write_text("import sys\nsys.exit(0)\n")  # would end dst with 0: "no violation"
+    for argv in (["run", "--model", "quitter:model"], ["fuzz", "--model", "quitter:model", "--count", "1"]):
+        code, out, err = dst(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1, (argv, err)
+        assert "cannot import 'quitter': importing it called sys.exit(0)" in err
+
+
 def test_a_bad_model_flag_is_one_line_and_exit_2(home, capsys):
     for argv in (["run", "--model", "nowhere:model"], ["fuzz", "--model", "x y", "--count", "1"],
                  ["selftest", "--model", "nowhere:model"], ["run", "--model", "my_limiter:model", "--bug", "nope"]):

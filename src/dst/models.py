@@ -37,6 +37,9 @@ def resolve(impl: str) -> Model[Any]:
     _look_in_the_current_directory()
     try:
         target: Any = importlib.import_module(module_name)
+    except SystemExit as e:  # a module that ends the process as it is imported would end dst, silently
+        raise ModelError(f"cannot import {module_name!r}: importing it called sys.exit({e.code!r}); a model's "
+                         f"module must not exit when imported") from None
     except Exception as e:  # whatever the module's own code raised while importing
         raise ModelError(f"cannot import {module_name!r} ({type(e).__name__}: {_one_line(e)})") from None
     for part in attr.split("."):
