@@ -330,3 +330,33 @@ def test_hostile_command_lines(capsys: pytest.CaptureFixture[str], data: st.Data
             os.chdir(cwd)
     if argv[0] in ("run", "fuzz") and code != 2 and not any(a.startswith(("--bug", "--scenario")) for a in argv):
         assert code == 0  # the embedded default with no bug switched on: nothing to accuse
+
+
+# --- cases found by hand ---------------------------------------------------------------------------
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_replay_of_an_actor_the_run_does_not_have_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(FINDINGS[0]), "--actor", "nosuch"]) == 2
+    assert _one_error_line(capsys) == "dst replay: --actor nosuch: expected one of the run's actors (c1, c2, server)"
+
+
+def test_a_finding_whose_format_is_true_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "f.toml"
+    bad.write_text(FINDINGS[0].read_text().replace("\nformat = 1\n", "\nformat = true\n", 1))
+    assert "format = true" in bad.read_text()
+    assert main(["replay", str(bad)]) == 2
+    assert "finding.format: expected 1" in _one_error_line(capsys)
+
+
+def test_check_determinism_runs_a_scenario_whose_path_has_a_space(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "a space"
+    folder.mkdir()
+    (folder / "s.toml").write_text((REPO / "src/dst/scenarios/default.toml").read_text())
+    assert main(["run", "--scenario", str(folder / "s.toml"), "--seed", "1", "--check-determinism"]) == 0
+    assert "gave the same trace" in capsys.readouterr().out

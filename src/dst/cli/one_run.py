@@ -12,13 +12,15 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..runner.reproduce import command as reproduce_command
+from ..runner.reproduce import arguments as reproduce_arguments, command as reproduce_command
 from ..runner.swarm import swarm
 from ..findings import FindingError, ready
 from ..runner import RunResult, run
 from ..scenario import Scenario
 from ..sim.trace import Event, first_difference, format_event
-from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, scenario_from
+from ..present.terminal import lane_order
+from ..text import one_line
+from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, scenario_from
 from .output import error, rich_console
 
 
@@ -91,7 +93,7 @@ def _divergence(what: str, mine: list[Any], theirs: list[Any], why: str = "") ->
 
 def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None:
     """Run the same seed in a new interpreter with another hash seed; describe the first difference."""
-    command = reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model).split()[1:]
+    command = reproduce_arguments(args.seed, args.scenario, args.bug, args.swarm, args.model)[1:]
     command = [sys.executable, "-m", "dst", *command, "--json", "--trace"]
     env = dict(os.environ, PYTHONHASHSEED=str((args.seed * 7919 + 17) % 4294967295 or 1))
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -182,6 +184,11 @@ def _replay_events(args: argparse.Namespace, result: RunResult) -> Sequence[Even
     nothing is violated any more, every event), narrowed to ``--actor`` and ``--last``."""
     events = result.trace if args.all or result.violation is None else result.causal(every_step=True)
     if args.actor:
+        unknown = sorted(set(args.actor) - {e[1] for e in result.trace})
+        if unknown:
+            actors = ", ".join(sorted({e[1] for e in result.trace}, key=lane_order))
+            raise UsageError(f"dst replay: --actor {one_line(unknown[0], 40)}: expected one of the run's actors "
+                             f"({actors})")
         events = tuple(e for e in events if e[1] in args.actor)
     return events[-args.last:] if args.last else events
 

@@ -135,7 +135,7 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
             raise FindingError(f"{at}: finding.{key}: expected {what}, got {shorten(value)}")
         return value
 
-    if meta.get("format") != FORMAT:
+    if meta.get("format") != FORMAT or isinstance(meta.get("format"), bool):  # true == 1 in Python, not in TOML
         raise FindingError(f"{at}: finding.format: expected {FORMAT}, got {shorten(meta.get('format'))}")
     seed = need("seed", int, "the integer seed")
     if seed < 0:

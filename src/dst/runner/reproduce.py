@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Iterable
 
 import attrs
@@ -13,8 +14,15 @@ from .swarm import swarm
 
 def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
             model: str | None = None) -> str:
-    """``dst run --seed N`` with the flags given: the scenario as the command line names it (None: the
-    embedded default), the model it runs instead of the file's, the bugs it turns on besides the file's."""
+    """``dst run --seed N`` with the flags given, as a shell takes it (a path with a space is quoted): the
+    scenario as the command line names it (None: the embedded default), the model it runs instead of the
+    file's, the bugs it turns on besides the file's."""
+    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model))
+
+
+def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
+              model: str | None = None) -> list[str]:
+    """:func:`command` as the list of its words."""
     parts = ["dst", "run", "--seed", str(seed)]
     if scenario_arg:
         parts += ["--scenario", scenario_arg]
@@ -24,7 +32,7 @@ def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm:
         parts += ["--bug", slug]
     if use_swarm:
         parts.append("--swarm")
-    return " ".join(parts)
+    return parts
 
 
 def command_name(scenario: Scenario) -> str | None:
