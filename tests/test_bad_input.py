@@ -360,3 +360,10 @@ def test_check_determinism_runs_a_scenario_whose_path_has_a_space(tmp_path: Path
     (folder / "s.toml").write_text((REPO / "src/dst/scenarios/default.toml").read_text())
     assert main(["run", "--scenario", str(folder / "s.toml"), "--seed", "1", "--check-determinism"]) == 0
     assert "gave the same trace" in capsys.readouterr().out
+
+
+def test_a_client_name_of_thousands_of_digits_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "s.toml"
+    bad.write_text(f'[[steps]]\nat = "1s"\nactor = "c{"9" * 5000}"\naction = "acquire"\n')
+    assert main(["run", "--scenario", str(bad), "--seed", "1"]) == 2
+    assert "steps[0].actor: expected a client name such as 'c1' (c1 to c999999)" in _one_error_line(capsys)

@@ -34,7 +34,7 @@ ACTIONS = dict(sorted(ACTIONS.items()))
 
 __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "is_client", "make_step", "sort_steps", "step_from_mapping"]
 
-_CLIENT = re.compile(r"^c[1-9]\d*$")
+_CLIENT = re.compile(r"^c[1-9]\d{0,5}$")  # c1 to c999999: a number int() reads, a name a line shows
 _KEY = re.compile(r"^(\d+\.\d+\.\d+r?|bg\d+\.\d+\.\d+)$")
 
 
@@ -118,7 +118,7 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
     else:
         clients, server = who in ("client", "client-or-server"), who in ("server", "client-or-server")
         if not isinstance(actor, str) or not ((clients and is_client(actor)) or (server and actor == "server")):
-            want = " or ".join((["a client name such as 'c1'"] if clients else []) + (["'server'"] if server else []))
+            want = " or ".join((["a client name such as 'c1' (c1 to c999999)"] if clients else []) + (["'server'"] if server else []))
             raise ValueError(f"actor: expected {want}, got {shorten(actor)}")
     try:
         at = parse_duration(data.get("at"))
