@@ -118,7 +118,7 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
     else:
         clients, server = who in ("client", "client-or-server"), who in ("server", "client-or-server")
         if not isinstance(actor, str) or not ((clients and is_client(actor)) or (server and actor == "server")):
-            want = " or ".join((["a client name such as 'c1' (c1 to c999999)"] if clients else []) + (["'server'"] if server else []))
+            want = " or ".join((["a client name such as 'c1'"] if clients else []) + (["'server'"] if server else []))
             raise ValueError(f"actor: expected {want}, got {shorten(actor)}")
     try:
         at = parse_duration(data.get("at"))
