@@ -367,3 +367,15 @@ def test_a_client_name_of_thousands_of_digits_is_one_line(tmp_path: Path, capsys
     bad.write_text(f'[[steps]]\nat = "1s"\nactor = "c{"9" * 5000}"\naction = "acquire"\n')
     assert main(["run", "--scenario", str(bad), "--seed", "1"]) == 2
     assert "steps[0].actor: expected a client name such as 'c1', got 'c9999" in _one_error_line(capsys)
+
+
+def test_a_report_with_a_lone_surrogate_is_refused_as_the_report_s_fault(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--count", "2", "--no-findings", "--json", "--workers", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    bad = tmp_path / "report.json"
+    bad.write_text(json.dumps({**report, "scenario": "bad\ud800name"}))  # json.dumps writes it as an escape
+    for argv in (["show", str(bad), "-o", str(tmp_path / "page.html")], ["merge", str(bad)]):
+        assert main(argv) == 2
+        assert f"{bad}: not valid JSON for dst: a string holds a lone surrogate" in _one_error_line(capsys)
+    assert not (tmp_path / "page.html").exists()

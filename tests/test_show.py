@@ -310,3 +310,12 @@ def test_the_page_in_headless_chromium(tmp_path, capsys):
             assert errors == []
         finally:
             browser.close()
+
+
+def test_show_writes_the_page_to_standard_output_with_o_dash(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "--seed", "2", "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("<!DOCTYPE html>") and captured.out.rstrip().endswith("</html>")
+    assert "events" in captured.err and "wrote" not in captured.err  # what dst says goes to stderr
+    assert list(tmp_path.iterdir()) == []  # no file called "-"

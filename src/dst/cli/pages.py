@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from ..runner.reproduce import command as reproduce_command
 from ..runner.swarm import swarm
@@ -20,7 +22,7 @@ def dst_show(args: argparse.Namespace) -> int:
     import shlex
 
     from ..present.terminal import plain
-    from ..present.page import Source, check_output, default_name, page_data, render_page, write_page
+    from ..present.page import Source, check_output, default_name, page_data, render_page
     from ..sut import format_time
 
     if args.file is not None and (args.seed is not None or args.scenario is not None or args.bug or args.swarm):
@@ -38,7 +40,8 @@ def dst_show(args: argparse.Namespace) -> int:
         scenario = scenario_from(args)
         name = default_name(scenario.name, "seed", args.seed, *args.bug, "swarm" if args.swarm else "")
     path = args.output if args.output is not None else Path(name)
-    check_output(path, force=args.force)  # said now, before the run
+    if path != STDOUT:
+        check_output(path, force=args.force)  # said now, before the run
     if args.file is not None:
         outcome = replay(finding)
         result, every_step = outcome.result, True
@@ -49,9 +52,7 @@ def dst_show(args: argparse.Namespace) -> int:
         source = Source(f"{scenario.name}, seed {args.seed}",
                         reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model))
     data = page_data(result, source, every_step=every_step)
-    write_page(path, render_page(data), force=args.force)
-    console = rich_console()
-    console.print(plain(("wrote ", "bold"), (str(path), "cyan")))
+    console = _deliver(path, render_page(data), args.force)
     v = result.violation
     bars = Counter(bar["what"] for bar in data["leases"])
     counts = [(len(data["events"]), "event"), (bars["lease"], "lease"), *([(bars["claim"], "claim")] if bars["claim"] else []),
@@ -66,13 +67,30 @@ def _show_campaign(args: argparse.Namespace) -> int:
     """A campaign's report as a page: its coverage, what it never reached, what it found."""
     from ..explore import report
     from ..present.campaign_page import campaign_page
-    from ..present.page import default_name, write_page
-    from ..present.terminal import plain
+    from ..present.page import default_name
 
     _, campaign = report.read(args.file)
     path = args.output if args.output is not None else Path(default_name(Path(args.file).stem))
-    write_page(path, campaign_page(campaign), force=args.force)
-    rich_console().print(plain(("wrote ", "bold"), (str(path), "cyan")))
+    _deliver(path, campaign_page(campaign), args.force)
     return EXIT_OK
+
+
+STDOUT = Path("-")  # -o -: the page on standard output, and what dst says of it on standard error
+
+
+def _deliver(path: Path, page: str, force: bool) -> Any:
+    """Write the page where ``-o`` says, and say so; returns the console that said it (stderr when the page
+    itself went to standard output)."""
+    from ..present.page import write_page
+    from ..present.terminal import plain
+
+    if path == STDOUT:
+        sys.stdout.write(page)
+        sys.stdout.flush()
+        return rich_console(stderr=True)
+    write_page(path, page, force=force)
+    console = rich_console()
+    console.print(plain(("wrote ", "bold"), (str(path), "cyan")))
+    return console
 
 

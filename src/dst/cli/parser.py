@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenario_options(p)
     p.add_argument("--swarm", action="store_true", help="the seed's swarm choices, as dst fuzz ran it")
     p.add_argument("-o", "--output", metavar="FILE", type=Path,
-                   help="where to write the page (default: dst-show-<finding or run>.html in this folder)")
+                   help="where to write the page; - for standard output (default: dst-show-<finding or run>.html in this folder)")
     p.add_argument("--force", action="store_true",
                    help="replace FILE even if it is not a page dst show wrote (one it wrote is always replaced)")
 

@@ -334,6 +334,11 @@ def parse(text: str, where: str) -> Report:
         raise ReportError(f"{where}: not valid JSON for dst: nested too deep") from None
     except ValueError as e:  # int()'s own limit: an integer of over 4,300 digits
         raise ReportError(f"{where}: not valid JSON for dst: {str(e).split(';')[0]}") from None
+    try:
+        json.dumps(report, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ReportError(f"{where}: not valid JSON for dst: a string holds a lone surrogate (an escape from "
+                          f"\\ud800 to \\udfff alone), which is no text") from None
     return check(report, where)
 
 
