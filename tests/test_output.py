@@ -167,3 +167,18 @@ def test_an_ascii_only_terminal_gets_escapes(tmp_path: Path) -> None:
     assert b"caf\\xe9 \\U0001f600" in done.stdout and done.stderr == b""
     done = subprocess.run([*DST, "bugs"], capture_output=True, env=env, timeout=120)  # box and arrow characters
     assert done.returncode == 0 and done.stderr == b""
+
+
+def test_piped_output_is_not_padded_and_follows_columns() -> None:
+    """Piped, a table's rows end where their text does (rich pads them to the console's width), and
+    COLUMNS, when set, is the width long lines wrap at."""
+    out = subprocess.run([*DST, "fuzz", "--count", "3", "--no-findings", "--workers", "1"], capture_output=True,
+                         text=True, env={k: v for k, v in os.environ.items() if k != "COLUMNS"}).stdout
+    lines = out.splitlines()
+    assert len(lines) > 5 and not [line for line in lines if line != line.rstrip()]
+    narrow = subprocess.run([*DST, "run", "--seed", "1"], capture_output=True, text=True,
+                            env=dict(os.environ, COLUMNS="80")).stdout
+    assert max(map(len, narrow.splitlines())) <= 80
+    wide = subprocess.run([*DST, "run", "--seed", "1"], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "COLUMNS"}).stdout
+    assert max(map(len, wide.splitlines())) > 80  # one event, one line, unless COLUMNS says otherwise

@@ -78,13 +78,44 @@ def silence(stream: TextIO | None) -> None:
         os.close(null)
 
 
+_PIPED_WIDTH = 200  # piped output keeps one event per line (rich would wrap at 80 columns) unless COLUMNS says
+
+
 def rich_console(stderr: bool = False) -> Any:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    # Piped output keeps one event per line (rich would wrap at 80 columns). No markup and no emoji codes
-    # in strings: what dst prints with a style is a rich.text.Text, so a name like "[/]" or ":bug:" stays as written.
-    return Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=True,
-                   width=None if stream.isatty() else 200)
+    # No markup and no emoji codes in strings: what dst prints with a style is a rich.text.Text, so a name like
+    # "[/]" or ":bug:" stays as written.
+    if stream.isatty():
+        return Console(file=stream, highlight=False, markup=False, emoji=False, soft_wrap=True)
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and 20 <= int(columns) <= 10_000 else _PIPED_WIDTH
+    return Console(file=cast(TextIO, _Trimmed(stream)), highlight=False, markup=False, emoji=False, soft_wrap=True, width=width)
+
+
+class _Trimmed:
+    """A piped stream without the spaces rich pads a table's rows with to the console's width: a line ends
+    where its text does."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._spaces = ""  # trailing spaces held back: the next write says whether a line ended after them
+
+    def write(self, text: str) -> int:
+        held = self._spaces + text
+        body = held.rstrip(" ")
+        self._spaces = held[len(body):]
+        self._stream.write("\n".join(line.rstrip(" ") for line in body.split("\n")))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
 
 
