@@ -141,6 +141,16 @@ def test_a_quiet_period_shorter_than_the_reclaim_bound_is_refused(capsys, tmp_pa
     assert "run.quiet: expected at least" in line and "TTL + reaper interval" in line and line.endswith("got 0s")
 
 
+def test_no_quiet_period_is_asked_for_when_no_check_waits_for_one(capsys, tmp_path) -> None:
+    safety_only = 'invariants = ["slot-accounting", "capacity", "no-foreign-release", "single-executor"]\n'
+    safety_only += '[run]\nquiet = "0s"\nduration = "30s"\n'
+    (tmp_path / "safety.toml").write_text(safety_only)
+    assert main(["run", "--scenario", str(tmp_path / "safety.toml"), "--seed", "1"]) == 0
+    capsys.readouterr()  # the run's own output
+    line = refused(capsys, tmp_path, safety_only.replace('"single-executor"]', '"single-executor", "stranded-slot"]'))
+    assert "run.quiet: expected at least" in line and "TTL + reaper interval" in line
+
+
 def test_a_quiet_period_shorter_than_the_runs_deadlines_is_refused(capsys, tmp_path) -> None:
     line = refused(capsys, tmp_path, '[run]\nquiet = "200s"\n[model]\nsweep_interval = "1s"\n[runs]\nsubmissions = 3\n')
     assert "run.quiet: expected at least" in line and "redelivery timeout + poll interval" in line

@@ -43,6 +43,9 @@ class Unit:
 
 class Invariant(Unit):
     title: ClassVar[str]  # what a violation looks like, as words of a finding's file name
+    # The dst.sut.Bounds field a case of it may take to settle (a reclaim, a redelivery): the quiet period a
+    # run ends with must outlast it, or a correct model is accused; "" for a check that needs no quiet period.
+    settles_within: ClassVar[str] = ""
 
     def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)

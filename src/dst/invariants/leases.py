@@ -134,6 +134,7 @@ class SingleExecutor(Invariant):
 class StrandedSlot(Invariant):
     id = "stranded-slot"
     title = "slot-never-reclaimed"
+    settles_within = "reclaim_within"
     statement = ("a dead holder's lease is reclaimed within TTL + reaper interval; once the workload drains and the "
                  "quiet period passes, every count is 0 and no lease is left")
     parts = LEASES

@@ -14,6 +14,7 @@ TERMINAL = ("COMPLETED", "CANCELLED")
 class BoundedTransition(Invariant):
     id = "bounded-transition"
     title = "run-stuck-in-cancelling"
+    settles_within = "transition_within"
     statement = ("a run in CANCELLING reaches a terminal state within its deadline + the sweep interval (a full "
                  "window again after any downtime)")
     parts = RUNS
@@ -39,6 +40,7 @@ class BoundedTransition(Invariant):
 class AtLeastOnce(Invariant):
     id = "at-least-once"
     title = "run-never-acknowledged"
+    settles_within = "redeliver_within"
     statement = "every run that was not cancelled is acknowledged (checked after the quiet period)"
     parts = RUNS
 

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from ..invariants import BY_ID
 from ..scenario import Scenario, ScenarioError
 from ..sut import Bounds
 from ..text import format_duration
 
+_SAID = {"reclaim_within": "the model's reclaim bound (TTL + reaper interval)",
+         "transition_within": "the model's CANCELLING bound (cancelling timeout + sweep interval)",
+         "redeliver_within": "the model's redelivery bound (redelivery timeout + poll interval)"}
 
-def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool) -> None:
-    """Keys that are fine alone but together would make a correct model fail: one line each, as a load error."""
+
+def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool, invariants: tuple[str, ...]) -> None:
+    """Keys that are fine alone but together would make a correct model fail: one line each, as a load error.
+    The quiet period is held to the bounds of the ``invariants`` checked after it, and to none without them."""
     s, net, store = scenario, scenario.network.latency, scenario.model.store_latency
-    quiet = {"the model's reclaim bound (TTL + reaper interval)": bounds.reclaim_within}
-    if has_runs:
-        quiet["the model's CANCELLING bound (cancelling timeout + sweep interval)"] = bounds.transition_within
-        quiet["the model's redelivery bound (redelivery timeout + poll interval)"] = bounds.redeliver_within
-    what, needed = max(quiet.items(), key=lambda item: item[1])
-    if s.run.quiet < needed + slack:
+    settling = sorted({BY_ID[i].settles_within for i in invariants} - {""})
+    quiet = {_SAID.get(field, field): getattr(bounds, field) for field in settling}
+    what, needed = max(quiet.items(), key=lambda item: item[1], default=("", 0))
+    if quiet and s.run.quiet < needed + slack:
         raise ScenarioError(f"{s.source}: run.quiet: expected at least {format_duration(needed + slack)} "
                             f"({what}, {format_duration(needed)}, plus the worst message and store delays, "
                             f"{format_duration(slack)}), got {format_duration(s.run.quiet)}")

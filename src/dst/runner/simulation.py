@@ -149,7 +149,7 @@ class Simulation:
         store = m.store_latency[1] + (m.store_slow_by[1] if m.store_slow > 0 else 0)  # a slow round trip, too
         slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * store
         bounds = system.bounds
-        check_bounds(scenario, bounds, slack, has_runs)
+        check_bounds(scenario, bounds, slack, has_runs, self.invariants)
         ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
                     bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                         transition_within=bounds.transition_within + slack))
