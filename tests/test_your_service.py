@@ -273,6 +273,16 @@ def test_a_bad_model_or_option_is_one_line_and_exit_2(home, capsys, toml, expect
     assert err.count("\n") == 1 and expected in err, err
 
 
+def test_a_catalogue_scenario_runs_on_your_model_without_the_bugs_it_does_not_have(home, capsys):
+    code, out, err = dst(capsys, "run", "--scenario", "double-release", "--model", "acme.model:model",
+                         "--seed", "1")
+    assert code in (0, 1) and "model         acme.model:model" in out, err
+    assert err.strip() == ("dst: note: acme.model:model has no bug double-release: the scenario runs without "
+                           "it, as a test of whether your model has that bug")
+    code, _, err = dst(capsys, "run", "--scenario", "double-release", "--seed", "1")  # its own model: no note
+    assert code == 1 and err == ""
+
+
 def test_a_model_module_that_exits_as_it_is_imported_is_refused_not_obeyed(home, capsys):
     (home / "quitter.py").write_text("import sys\nsys.exit(0)\n")  # would end dst with 0: "no violation"
     for argv in (["run", "--model", "quitter:model"], ["fuzz", "--model", "quitter:model", "--count", "1"]):

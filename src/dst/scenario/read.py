@@ -229,6 +229,16 @@ def load_scenario(path: str | Path | None = None, *, model: str | None = None) -
     return scenario_from_doc(doc, str(path), model)
 
 
+def dropped_bugs(scenario: Scenario, path: str | Path | None) -> tuple[str, ...]:
+    """The bugs the scenario file at ``path`` switches on that ``scenario`` (loaded from it on another
+    model) does not have: the other model has no such bug."""
+    try:
+        own = load_scenario(path).bugs
+    except (ScenarioError, ModelError):  # its own model is gone: nothing to compare with
+        return ()
+    return tuple(slug for slug in own if slug not in scenario.bugs)
+
+
 def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None) -> Scenario:
     """A scenario from a TOML document, run on ``model`` instead of its own if given (see :func:`with_model`)."""
     if model is None:
@@ -244,10 +254,15 @@ def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None
 
 def with_model(scenario: Scenario, model: str) -> Scenario:
     """The scenario run on another model: the options it sets apart from its model's defaults carry over
-    (the new model must know them); the rest take the new model's defaults."""
+    (the new model must know them); the rest take the new model's defaults. The bugs it switches on that
+    the new model does not have are dropped (a catalogue scenario run against a model of one's own tests
+    whether that model has the bug): :func:`dropped_bugs` says which."""
     if model == scenario.model.impl:
         return scenario
     doc = scenario_to_doc(scenario)
+    if "bugs" in doc:
+        known = {bug.slug for bug in resolve(model).bugs}
+        doc["bugs"] = [slug for slug in doc["bugs"] if slug in known]
     defaults = attrs.evolve(scenario.model, options=None).settings()
     if defaults is not None:
         for f in attrs.fields(type(defaults)):
