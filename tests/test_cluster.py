@@ -125,7 +125,7 @@ def test_an_address_dask_cannot_use_is_one_line_and_exit_2_at_once(address, said
 def test_without_the_extra_cluster_says_how_to_install_it(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed now fails, as when it is not installed
     err = one_line_exit_2(["--cluster", "tcp://127.0.0.1:8786"], capsys)
-    assert err == 'dst: --cluster needs the cluster extra: pip install "dst[cluster]"\n'
+    assert err == 'dst: --cluster needs the cluster extra: pip install "dst-harness[cluster]"\n'
 
 
 def test_cluster_and_workers_together_are_a_usage_error(capsys):
@@ -139,7 +139,7 @@ def test_a_signal_stops_a_cluster_campaign_keeping_the_seeds_done_in_order(sched
     proc = subprocess.Popen([sys.executable, "-m", "dst", *CLEAN, "--count", "100000", "--cluster", scheduler],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        time.sleep(2.5)  # connected, and seeds coming back
+        _wait_for_results(scheduler, proc)  # connected, and seeds coming back (however busy the machine is)
         began = time.monotonic()
         os.killpg(proc.pid, how)  # SIGINT to the whole group, as Ctrl-C in a terminal sends it
         out, err = proc.communicate(timeout=30)
@@ -153,6 +153,20 @@ def test_a_signal_stops_a_cluster_campaign_keeping_the_seeds_done_in_order(sched
     n = stopped["seeds_run"]
     _, local = fuzz(["--seeds", f"1:{n + 1}", "--workers", "1"], capsys, CLEAN)
     assert (stopped["events"], stopped["unjudged"]) == (local["events"], local["unjudged"])
+
+
+def _wait_for_results(address: str, proc: subprocess.Popen[str], at_least: int = 2) -> None:
+    """Until the scheduler has handed back ``at_least`` chunks of seeds (or 60 s pass)."""
+    from distributed import Client
+
+    with Client(address, set_as_default=False) as client:
+        def done() -> int:  # chunks the scheduler has held a result of, this campaign's and earlier ones'
+            return int(client.run_on_scheduler(lambda dask_scheduler: sum(
+                1 for entry in dask_scheduler.transition_log if entry[2] == "memory")))
+
+        before, deadline = done(), time.monotonic() + 60
+        while done() < before + at_least and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 class _FailingCluster:

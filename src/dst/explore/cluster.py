@@ -1,4 +1,4 @@
-"""Campaigns on a Dask cluster (``dst fuzz --cluster ADDRESS``): an optional extra, ``pip install "dst[cluster]"``.
+"""Campaigns on a Dask cluster (``dst fuzz --cluster ADDRESS``): an optional extra, ``pip install "dst-harness[cluster]"``.
 
 A cluster is only another executor for :func:`dst.explore.fuzz.campaign`: the campaign cuts the same chunks
 of seeds, ships the same ``_run_chunk`` to the cluster's workers and consumes the results in submission
@@ -18,6 +18,7 @@ from concurrent.futures import Executor, Future, InvalidStateError
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..errors import UserError
+from ..version import DISTRIBUTION
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -26,7 +27,7 @@ T = TypeVar("T")
 
 CONNECT_TIMEOUT = 5.0  # seconds to reach the scheduler and see a worker there, before saying the address is wrong
 CLOSE_TIMEOUT = 5.0  # seconds to say goodbye to the scheduler; a campaign's summary does not wait longer
-EXTRA_MISSING = '--cluster needs the cluster extra: pip install "dst[cluster]"'
+EXTRA_MISSING = '--cluster needs the cluster extra: pip install "dst-harness[cluster]"'
 
 
 class ClusterError(UserError):
@@ -123,9 +124,9 @@ def _check_workers(client: Client, address: str, timeout: float) -> None:
         client.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
         raise ClusterError(f"--cluster {address}: the scheduler has no worker (waited {timeout:g} s)") from None
-    ours = importlib.metadata.version("dst")
+    ours = importlib.metadata.version(DISTRIBUTION)
     try:
-        theirs: dict[str, str] = client.run(importlib.metadata.version, "dst")  # a stdlib function: no dst needed to call it
+        theirs: dict[str, str] = client.run(importlib.metadata.version, DISTRIBUTION)  # a stdlib function: no dst needed to call it
     except importlib.metadata.PackageNotFoundError:
         raise ClusterError(f"--cluster {address}: a worker does not have dst installed: install dst {ours} "
                            f"on every worker (docs/cluster.md)") from None
