@@ -12,6 +12,15 @@ import pytest
 from dst.runner import RunResult, Simulation, run
 from dst.scenario import Scenario, parse_scenario
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The width dst's piped output wraps at is COLUMNS when set; pytest-xdist's workers set it (to 80), a
+    plain pytest does not: every test, and every dst it starts, runs without it, so output does not depend on
+    how the suite was started. A test of COLUMNS sets it itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 # A calm scenario for scripted tests: no random faults, a perfect network, fixed latencies.
 CALM: dict[str, Any] = {
     "run": {"duration": "300s", "quiet": "120s"},
