@@ -182,3 +182,69 @@ def test_off_a_terminal_a_known_count_of_seeds_gives_the_time_left():
     tally.seeds_run = 500
     progress.update(tally, 10.0)
     assert out.getvalue() == "dst fuzz: 500 seeds, 50/s, 0 violations, 30s left\n"
+
+
+# --- the recipe for a user's own repository -----------------------------------------------------------
+
+RECIPE = ROOT / "docs" / "workflows" / "fuzz-your-service.yml"
+
+
+def test_the_recipe_pins_this_dst_by_its_distribution_name_and_uses_current_action_majors():
+    from dst import __version__
+
+    doc = yaml.safe_load(RECIPE.read_text())
+    assert doc["env"]["DST"] == f"dst-harness[aio]=={__version__}"
+    # The first majors that run on Node 24 (the runners retired Node 20).
+    first_on_node_24 = {"actions/checkout": 5, "actions/setup-python": 6, "actions/upload-artifact": 6,
+                        "actions/download-artifact": 7}
+    for workflow in (RECIPE, WORKFLOW):
+        for job in yaml.safe_load(workflow.read_text())["jobs"].values():
+            for action, major in (step["uses"].split("@v") for step in job["steps"] if "uses" in step):
+                assert int(major) >= first_on_node_24[action], (workflow.name, action, major)
+
+
+def test_the_recipe_runs_in_a_throwaway_repository_with_an_adapter_of_its_own(tmp_path):
+    """The recipe's commands, run as its jobs would run them in a user's repository: the user's adapter and
+    scenario, shards that write reports and findings, a merge, the findings replayed as tests. (The install
+    steps are the one thing not run: this dst is installed already, and the project is put on the path.)"""
+    import subprocess
+    import sys
+
+    from test_your_service import adapter_source
+
+    repo = tmp_path / "their-repo"
+    (repo / "my_service").mkdir(parents=True)
+    (repo / "my_service" / "__init__.py").write_text("")
+    (repo / "my_service" / "dst_adapter.py").write_text(adapter_source())
+    (repo / "scenarios").mkdir()
+    (repo / "scenarios" / "default.toml").write_text('name = "theirs"\n[run]\nduration = "60s"\n')
+    (repo / "findings").mkdir()
+    doc = yaml.safe_load(RECIPE.read_text())
+    env = dict(os.environ, **{**doc["env"], "DST_BUDGET": "2s"}, PYTHONPATH=str(repo))
+    env.pop("COLUMNS", None)
+    bindir = Path(sys.executable).parent
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"  # this dst, and this Python as "python"
+
+    def run_job(job: str, **samples: str) -> None:
+        for step in doc["jobs"][job]["steps"]:
+            script = step.get("run", "")
+            if not script or step.get("name") == "Install":
+                continue
+            script = re.sub(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lambda m: samples[m.group(1)], script)
+            done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=repo, env=env,
+                                  capture_output=True, text=True)
+            assert done.returncode == 0, (job, step.get("name"), done.stdout[-2000:], done.stderr[-2000:])
+
+    shards = doc["jobs"]["fuzz"]["strategy"]["matrix"]["shard"]
+    for shard in shards:
+        run_job("fuzz", shard=str(shard))
+    reports = [json.loads((repo / f"shard-{k}.json").read_text()) for k in shards]
+    assert {r["model"] for r in reports} == {"my_service.dst_adapter:model"} and all(r["seeds_run"] for r in reports)
+    run_job("merge")
+    assert ET.parse(repo / "report.xml").getroot().tag == "testsuites"
+    # A finding of theirs (a bug their adapter can switch on, minimized by dst) replays as a test.
+    found = subprocess.run(["dst", "fuzz", "--model", "my_service.dst_adapter:model", "--bug", "split-release",
+                            "--count", "100", "--workers", "1", "--findings", "findings"], cwd=repo, env=env,
+                           capture_output=True, text=True)
+    assert found.returncode == 1 and list((repo / "findings").glob("*.toml")), found.stdout[-2000:]
+    run_job("findings")
