@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import sqlite3
+import tempfile
 import uuid
 from typing import Any, Hashable, Iterable
 
@@ -63,6 +64,9 @@ class Options:
                                            help="PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS")
     strict: bool = sut.option(False, "flag", help="a holder stops working when its renewal gives up "
                                                   "(raise_on_lease_renewal_failure); Prefect's default works on")
+    storage: str = sut.option("memory", "choice", choices=settings.STORAGES,
+                              help="PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: the leases in memory, or in files under "
+                                   "the run's PREFECT_HOME")
 
     def __attrs_post_init__(self) -> None:
         if self.ttl < 60_000:
@@ -87,22 +91,24 @@ class Table:
     """What Prefect's store holds: the counts in SQLite (``concurrency_limit_v2.active_slots``), the leases in its
     lease storage (the in-memory singleton, or the files the filesystem storage writes)."""
 
-    def __init__(self, ids: Ids, clients: Iterable[str]) -> None:
+    def __init__(self, ids: Ids, clients: Iterable[str], folder: str, storage: str) -> None:
         self.ids = ids
+        self.database, self.storage = settings.database(folder), storage
+        self.files = os.path.join(folder, "home", "concurrency_leases")  # the filesystem storage's
         self.conn: sqlite3.Connection | None = None
         self.names = {uuid.uuid5(HOLDERS, c): c for c in clients}
         self.limit_names: dict[str, str] = {}
 
     def _db(self) -> sqlite3.Connection:
         if self.conn is None:
-            self.conn = sqlite3.connect(settings.DB, timeout=0, isolation_level=None)
+            self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
         return self.conn
 
     def _leases(self) -> list[Any]:
-        if settings.STORAGE == "memory":
+        if self.storage == "memory":
             store = memory_storage.ConcurrencyLeaseStorage._instance
             return list(store.leases.values()) if store is not None else []
-        folder, found = os.path.join(settings.HOME, "concurrency_leases"), []
+        folder, found = self.files, []
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
             if name.endswith(".json") and name != "expirations.json":
                 try:
@@ -167,11 +173,11 @@ async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: 
 def build(env: sut.Env[Options]) -> aio.System:
     o = env.options
     template = settings.template()  # built once per process, before the first run
-    shutil.rmtree(settings.RUN, ignore_errors=True)
-    os.makedirs(settings.HOME)
-    shutil.copy(template, settings.DB)
+    folder = tempfile.mkdtemp(prefix="run-", dir=settings.FOLDER)  # this run's, whatever process it runs in
+    shutil.copy(template, settings.database(folder))
+    restore = settings.use(folder, o.storage)
     ids = Ids()
-    table = Table(ids, (f"c{i}" for i in range(1, 257)))
+    table = Table(ids, (f"c{i}" for i in range(1, 257)), folder, o.storage)
     limits, ttl = dict(env.limits), o.ttl / 1000
 
     async def start() -> Any:
@@ -209,11 +215,12 @@ def build(env: sut.Env[Options]) -> aio.System:
     def close() -> None:
         if table.conn is not None:
             table.conn.close()
-        shutil.rmtree(settings.RUN, ignore_errors=True)
+        restore()
+        shutil.rmtree(folder, ignore_errors=True)
 
-    # recount=False: Prefect keeps the counts in its database and the leases in its lease storage, and every
-    # operation changes one, then the other; the counts are checked when a lease changes.
-    return aio.System(server=start, job=job, leases=table, observe=True, recount=False, folder=settings.RUN, close=close,
+    # settled: Prefect keeps the counts in its database and the leases in its lease storage, and every operation
+    # changes one, then the other; the two are compared when no request is in flight and no revoke is mid-way.
+    return aio.System(server=start, job=job, leases=table, observe=True, settled=server.settled, folder=folder, close=close,
                       reset=server.reset, inline_threads=True,  # FastAPI runs Prefect's plain-def dependencies so
                       bounds=sut.Bounds(reclaim_within=o.ttl + o.repossessor_interval,
                                         renew_every=int(o.ttl * renewal._RENEWAL_FRACTION)))

@@ -35,9 +35,10 @@ from prefect.server.concurrency.lease_storage import memory as memory_storage
 from prefect.server.database import provide_database_interface
 from prefect.server.schemas.actions import ConcurrencyLimitV2Create
 from prefect.server.services.repossessor import revoke_expired_lease
+from prefect.settings.context import get_current_settings
 from prefect.utilities import asyncutils
 
-from .settings import HOME
+revoking: dict[uuid.UUID, asyncio.Task[None]] = {}  # the repossessor's revoke tasks, by lease
 
 
 def reset() -> None:
@@ -51,7 +52,8 @@ def reset() -> None:
     # The filesystem storage's lock (locking/_filelock.py) probes its holder with os.kill(pid, 0); every
     # simulated process has this OS process's pid, and a dead server's lock file would look held for good. A new
     # process finds the old one's pid dead: the leftover lock is stale, and it goes.
-    lock = os.path.join(HOME, "concurrency_leases", "expirations.lock")
+    revoking.clear()  # the dead process's revoke tasks never run again
+    lock = os.path.join(get_current_settings().home, "concurrency_leases", "expirations.lock")
     if os.path.exists(lock):
         os.remove(lock)
     filelock._is_pid_alive = lambda pid: pid == os.getpid()
@@ -69,12 +71,19 @@ async def create_limits(limits: dict[str, int]) -> None:
                     session=session, concurrency_limit=ConcurrencyLimitV2Create(name=name, limit=size))
 
 
+def settled() -> bool:
+    """No revoke task is between its two stores (it decrements the count in the database, then revokes the lease in
+    the lease storage): with no request in flight either, the counts and the leases agree."""
+    return all(task.done() for task in revoking.values())
+
+
 async def repossessor(every: float) -> None:
     """Prefect's repossessor on its loop interval: the scan of expired leases, then one revoke task per lease that
     none is revoking yet (docket's key-based deduplication)."""
-    revoking: dict[uuid.UUID, asyncio.Task[None]] = {}
     while True:
         await asyncio.sleep(every)
+        for done in [lease_id for lease_id, task in revoking.items() if task.done()]:
+            del revoking[done]
         for lease_id in await get_concurrency_lease_storage().read_expired_lease_ids():
             if lease_id in revoking and not revoking[lease_id].done():
                 continue
