@@ -28,6 +28,7 @@ import shutil
 import sqlite3
 import tempfile
 import uuid
+from datetime import datetime
 from typing import Any, Hashable, Iterable
 
 from . import settings  # noqa: I001  # first: Prefect's settings before Prefect is imported
@@ -104,23 +105,28 @@ class Table:
             self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
         return self.conn
 
-    def _leases(self) -> list[Any]:
+    def _leases(self) -> list[tuple[Any, datetime]]:
+        """The leases with the expiry the storage acts on: in memory, its expirations index (which the scan for
+        expired leases reads; Prefect 3.8's renewal moves only that), on files, the lease file's."""
         if self.storage == "memory":
             store = memory_storage.ConcurrencyLeaseStorage._instance
-            return list(store.leases.values()) if store is not None else []
+            if store is None:
+                return []
+            return [(lease, store.expirations.get(lease.id, lease.expiration)) for lease in store.leases.values()]
         folder, found = self.files, []
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
             if name.endswith(".json") and name != "expirations.json":
                 try:
                     with open(os.path.join(folder, name)) as f:
-                        found.append(FileLeases()._deserialize_lease(json.load(f)))
+                        lease = FileLeases()._deserialize_lease(json.load(f))
+                    found.append((lease, lease.expiration))
                 except (OSError, ValueError):
                     pass  # a file being written: its rename makes it whole
         return found
 
     def version(self) -> Hashable:
         data = self._db().execute("PRAGMA data_version").fetchone()[0]
-        return data, tuple((lease.id, lease.expiration) for lease in self._leases())
+        return data, tuple((lease.id, expiration) for lease, expiration in self._leases())
 
     def _limit(self, limit_id: Any) -> str:
         key = str(limit_id)
@@ -131,12 +137,12 @@ class Table:
 
     def leases(self) -> Iterable[aio.LeaseRow]:
         rows = []
-        for lease in self._leases():
+        for lease, expiration in self._leases():
             meta = lease.metadata
             owner = self.names.get(meta.holder.id, str(meta.holder.id)) if meta and meta.holder else "?"
             for limit_id in lease.resource_ids[:1]:  # one limit per lease here
                 rows.append(aio.LeaseRow(self.ids.of(lease.id), owner, self._limit(limit_id), meta.slots if meta else 0,
-                                         aio.virtual_ms(lease.expiration.timestamp())))
+                                         aio.virtual_ms(expiration.timestamp())))
         return rows
 
     def count(self, limit: str) -> int:
