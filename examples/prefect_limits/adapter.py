@@ -1,8 +1,9 @@
 """Prefect's global concurrency limits (v2) with leases, installed from the package index, under dst.
 
 The server is Prefect's own (``server.py``): its FastAPI app, its SQLAlchemy models on SQLite through
-aiosqlite, its lease storage (in memory, or files under ``PREFECT_HOME``), its repossessor step. The
-clients behave as Prefect's do, through Prefect's own client code where it runs on an event loop:
+aiosqlite, its lease storage (the ``storage`` option: in memory, or files under the run's own ``PREFECT_HOME``),
+its repossessor step. The clients behave as Prefect's do, through Prefect's own client code where it runs on an
+event loop:
 
 * **acquire**: ``ConcurrencySlotAcquisitionWithLeaseService.acquire`` (``prefect/concurrency/services.py``):
   ``increment-with-lease``, and on a 423 (the limit is full) a sleep of the ``Retry-After`` it was told, until
@@ -226,8 +227,9 @@ def build(env: sut.Env[Options]) -> aio.System:
 
     # settled: Prefect keeps the counts in its database and the leases in its lease storage, and every operation
     # changes one, then the other; the two are compared when no request is in flight and no revoke is mid-way.
-    return aio.System(server=start, job=job, leases=table, observe=True, settled=server.settled, folder=folder, close=close,
-                      reset=server.reset, inline_threads=True,  # FastAPI runs Prefect's plain-def dependencies so
+    return aio.System(server=start, job=job, leases=table, observe=True, settled=server.settled, folder=folder,
+                      close=close, reset=server.reset,
+                      inline_threads=True,  # FastAPI runs Prefect's plain-def dependencies so
                       bounds=sut.Bounds(reclaim_within=o.ttl + o.repossessor_interval,
                                         renew_every=int(o.ttl * renewal._RENEWAL_FRACTION)))
 
