@@ -1,5 +1,8 @@
 """Prefect's own global concurrency limit (v2) lease code under dst (examples/prefect_limits): what dst found in it
-replays, a quiet seed runs clean, and every run keeps its files apart. Needs the prefect extra, else skipped."""
+replays, a quiet seed runs clean, and every run keeps its files apart. Needs the prefect extra, else skipped.
+
+The findings replay with the same digests on Prefect 3.9.1 (the extra's pin) and 3.8.2: no release between them
+fixed one (docs/prefect.md)."""
 
 from __future__ import annotations
 
