@@ -7,7 +7,7 @@ import threading
 import time
 
 from dst import aio, sut
-from dst.reference.protocol import Acquire, Done, Granted
+from dst.reference.protocol import Acquire, Done, Granted, Release
 
 LOG: list[tuple[str, object]] = []  # what the services did, and when (virtual seconds; "after" once the run is over)
 LEAK = [0]  # a module global the leaky model never resets
@@ -182,3 +182,65 @@ def _sync_fastapi(inline: bool) -> sut.Model[object]:
 
 sync_fastapi = _sync_fastapi(inline=True)
 sync_fastapi_refused = _sync_fastapi(inline=False)
+
+
+class SplitStores:
+    """A lease service that keeps its counts and its leases in two stores and changes one, then the other (as
+    Prefect does): a grant counts the slot, takes a round trip, then stores the lease; a release the reverse."""
+
+    def __init__(self) -> None:
+        self.counts = {"db": 0}
+        self.expiries: dict[int, int] = {}  # lease -> expiry (virtual ms)
+        self.holders: dict[int, str] = {}
+
+    async def acquire(self, req: Acquire) -> Granted:
+        self.counts[req.limit] += req.slots
+        await aio.round_trip()
+        lease = len(self.holders) + 1
+        self.holders[lease], self.expiries[lease] = req.holder, 600_000
+        return Granted(lease, 600_000, 0, 0)
+
+    async def release(self, req: Release) -> Done:
+        if req.lease in self.expiries:
+            self.counts[req.limit] -= req.slots
+            await aio.round_trip()
+            del self.expiries[req.lease]
+        return Done("released")
+
+    # the LeaseTable the harness reads
+    def version(self) -> object:
+        return self.counts["db"], tuple(self.expiries)
+
+    def leases(self) -> list[aio.LeaseRow]:
+        return [aio.LeaseRow(lease, self.holders[lease], "db", 1, expiry) for lease, expiry in self.expiries.items()]
+
+    def count(self, limit: str) -> int:
+        return self.counts[limit]
+
+    def expiry(self, lease: int) -> int | None:
+        return self.expiries.get(lease)
+
+    def lease_ids(self) -> list[int]:
+        return sorted(self.expiries)
+
+
+def _split_stores(settled: bool) -> sut.Model[object]:
+    def build(env: sut.Env[object]) -> aio.System:
+        stores = SplitStores()
+
+        async def server() -> object:
+            return {Acquire: stores.acquire, Release: stores.release}
+
+        async def job(client: str, incarnation: int, order: sut.Order) -> str:
+            granted = await aio.call(Acquire("db", 1, client))
+            await aio.work(granted.lease, order.arg("work"))
+            await aio.call(Release(granted.lease, client, "db", 1))
+            return "done"
+
+        return aio.System(server=server, job=job, leases=stores, observe=True,
+                          settled=(lambda: True) if settled else None)
+
+    return sut.Model(build)
+
+
+split_stores, split_stores_settled = _split_stores(False), _split_stores(True)

@@ -159,3 +159,17 @@ def test_thread_pool_work_runs_inline_when_the_system_asks_and_is_refused_otherw
     assert main(["run", "--seed", "1", "--scenario", scenario_file(tmp_path, "sync_fastapi_refused")]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("dst: threading.Thread.start() called at ") and "inline_threads=True" in line
+
+
+def test_a_service_with_two_stores_is_checked_only_when_settled():
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+             {"at": "0s", "actor": "c2", "action": "acquire", "work": "2s"}]
+    two = {"limits": {"db": 2}}
+    window = run(scripted("split_stores", steps, **two), 1)  # each grant and release leaves the stores apart a moment
+    assert window.violation is not None and window.violation.invariant == "slot-accounting"
+    settled = run(scripted("split_stores_settled", steps, **two), 1)
+    assert settled.ok and settled.jobs == {"done": 2}
+    twice = steps + [{"at": "0s", "actor": "net", "action": "duplicate", "message": "1.3.0"}]  # c1's release
+    double = run(scripted("split_stores_settled", twice, **two), 1)  # both copies decrement, and it stays so
+    assert double.violation is not None and double.violation.invariant == "slot-accounting"
+    assert "count(db)=0 but live leases own 1" in double.violation.message

@@ -1,8 +1,9 @@
 """Prefect's global concurrency limits (v2) with leases, installed from the package index, under dst.
 
 The server is Prefect's own (``server.py``): its FastAPI app, its SQLAlchemy models on SQLite through
-aiosqlite, its lease storage (in memory, or files under ``PREFECT_HOME``), its repossessor step. The
-clients behave as Prefect's do, through Prefect's own client code where it runs on an event loop:
+aiosqlite, its lease storage (the ``storage`` option: in memory, or files under the run's own ``PREFECT_HOME``),
+its repossessor step. The clients behave as Prefect's do, through Prefect's own client code where it runs on an
+event loop:
 
 * **acquire**: ``ConcurrencySlotAcquisitionWithLeaseService.acquire`` (``prefect/concurrency/services.py``):
   ``increment-with-lease``, and on a 423 (the limit is full) a sleep of the ``Retry-After`` it was told, until
@@ -26,7 +27,9 @@ import json
 import os
 import shutil
 import sqlite3
+import tempfile
 import uuid
+from datetime import datetime
 from typing import Any, Hashable, Iterable
 
 from . import settings  # noqa: I001  # first: Prefect's settings before Prefect is imported
@@ -63,6 +66,9 @@ class Options:
                                            help="PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS")
     strict: bool = sut.option(False, "flag", help="a holder stops working when its renewal gives up "
                                                   "(raise_on_lease_renewal_failure); Prefect's default works on")
+    storage: str = sut.option("memory", "choice", choices=settings.STORAGES,
+                              help="PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: the leases in memory, or in files under "
+                                   "the run's PREFECT_HOME")
 
     def __attrs_post_init__(self) -> None:
         if self.ttl < 60_000:
@@ -87,34 +93,41 @@ class Table:
     """What Prefect's store holds: the counts in SQLite (``concurrency_limit_v2.active_slots``), the leases in its
     lease storage (the in-memory singleton, or the files the filesystem storage writes)."""
 
-    def __init__(self, ids: Ids, clients: Iterable[str]) -> None:
+    def __init__(self, ids: Ids, clients: Iterable[str], folder: str, storage: str) -> None:
         self.ids = ids
+        self.database, self.storage = settings.database(folder), storage
+        self.files = os.path.join(folder, "home", "concurrency_leases")  # the filesystem storage's
         self.conn: sqlite3.Connection | None = None
         self.names = {uuid.uuid5(HOLDERS, c): c for c in clients}
         self.limit_names: dict[str, str] = {}
 
     def _db(self) -> sqlite3.Connection:
         if self.conn is None:
-            self.conn = sqlite3.connect(settings.DB, timeout=0, isolation_level=None)
+            self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
         return self.conn
 
-    def _leases(self) -> list[Any]:
-        if settings.STORAGE == "memory":
+    def _leases(self) -> list[tuple[Any, datetime]]:
+        """The leases with the expiry the storage acts on: in memory, its expirations index (which the scan for
+        expired leases reads; Prefect 3.8's renewal moves only that), on files, the lease file's."""
+        if self.storage == "memory":
             store = memory_storage.ConcurrencyLeaseStorage._instance
-            return list(store.leases.values()) if store is not None else []
-        folder, found = os.path.join(settings.HOME, "concurrency_leases"), []
+            if store is None:
+                return []
+            return [(lease, store.expirations.get(lease.id, lease.expiration)) for lease in store.leases.values()]
+        folder, found = self.files, []
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
             if name.endswith(".json") and name != "expirations.json":
                 try:
                     with open(os.path.join(folder, name)) as f:
-                        found.append(FileLeases()._deserialize_lease(json.load(f)))
+                        lease = FileLeases()._deserialize_lease(json.load(f))
+                    found.append((lease, lease.expiration))
                 except (OSError, ValueError):
                     pass  # a file being written: its rename makes it whole
         return found
 
     def version(self) -> Hashable:
         data = self._db().execute("PRAGMA data_version").fetchone()[0]
-        return data, tuple((lease.id, lease.expiration) for lease in self._leases())
+        return data, tuple((lease.id, expiration) for lease, expiration in self._leases())
 
     def _limit(self, limit_id: Any) -> str:
         key = str(limit_id)
@@ -125,12 +138,12 @@ class Table:
 
     def leases(self) -> Iterable[aio.LeaseRow]:
         rows = []
-        for lease in self._leases():
+        for lease, expiration in self._leases():
             meta = lease.metadata
             owner = self.names.get(meta.holder.id, str(meta.holder.id)) if meta and meta.holder else "?"
             for limit_id in lease.resource_ids[:1]:  # one limit per lease here
                 rows.append(aio.LeaseRow(self.ids.of(lease.id), owner, self._limit(limit_id), meta.slots if meta else 0,
-                                         aio.virtual_ms(lease.expiration.timestamp())))
+                                         aio.virtual_ms(expiration.timestamp())))
         return rows
 
     def count(self, limit: str) -> int:
@@ -167,11 +180,11 @@ async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: 
 def build(env: sut.Env[Options]) -> aio.System:
     o = env.options
     template = settings.template()  # built once per process, before the first run
-    shutil.rmtree(settings.RUN, ignore_errors=True)
-    os.makedirs(settings.HOME)
-    shutil.copy(template, settings.DB)
+    folder = tempfile.mkdtemp(prefix="run-", dir=settings.FOLDER)  # this run's, whatever process it runs in
+    shutil.copy(template, settings.database(folder))
+    restore = settings.use(folder, o.storage)
     ids = Ids()
-    table = Table(ids, (f"c{i}" for i in range(1, 257)))
+    table = Table(ids, (f"c{i}" for i in range(1, 257)), folder, o.storage)
     limits, ttl = dict(env.limits), o.ttl / 1000
 
     async def start() -> Any:
@@ -209,12 +222,14 @@ def build(env: sut.Env[Options]) -> aio.System:
     def close() -> None:
         if table.conn is not None:
             table.conn.close()
-        shutil.rmtree(settings.RUN, ignore_errors=True)
+        restore()
+        shutil.rmtree(folder, ignore_errors=True)
 
-    # recount=False: Prefect keeps the counts in its database and the leases in its lease storage, and every
-    # operation changes one, then the other; the counts are checked when a lease changes.
-    return aio.System(server=start, job=job, leases=table, observe=True, recount=False, folder=settings.RUN, close=close,
-                      reset=server.reset, inline_threads=True,  # FastAPI runs Prefect's plain-def dependencies so
+    # settled: Prefect keeps the counts in its database and the leases in its lease storage, and every operation
+    # changes one, then the other; the two are compared when no request is in flight and no revoke is mid-way.
+    return aio.System(server=start, job=job, leases=table, observe=True, settled=server.settled, folder=folder,
+                      close=close, reset=server.reset,
+                      inline_threads=True,  # FastAPI runs Prefect's plain-def dependencies so
                       bounds=sut.Bounds(reclaim_within=o.ttl + o.repossessor_interval,
                                         renew_every=int(o.ttl * renewal._RENEWAL_FRACTION)))
 

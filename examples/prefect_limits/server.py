@@ -10,9 +10,9 @@ the limits through Prefect's model layer, and runs Prefect's repossessor step on
   support, one task each, as under uvicorn.
 * **The repossessor**: docket runs ``monitor_expired_leases`` as a perpetual task every
   ``PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS`` and schedules one ``revoke_expired_lease`` task per
-  expired lease, keyed by the lease so that one runs at a time. The scheduling is replaced by a plain loop
-  that does the same (the scan, then a task per lease not already being revoked); the revoke step is
-  Prefect's own function, called as docket calls it.
+  expired lease (keyed by the lease in Prefect 3.9, so that one runs at a time; not in 3.8). The scheduling is
+  replaced by a plain loop that does the same (the scan, then a task per expired lease, or, keyed, per lease not
+  already being revoked); the revoke step is Prefect's own function, called as docket calls it.
 * **A restart** loses the process's memory: the in-memory lease storage is a class-level singleton, engines
   and the database configuration are cached in module globals; :func:`reset` forgets them, as a new process
   would not have them.
@@ -21,6 +21,7 @@ the limits through Prefect's model layer, and runs Prefect's repossessor step on
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import uuid
 from typing import Any
@@ -34,10 +35,15 @@ from prefect.server.concurrency.lease_storage import get_concurrency_lease_stora
 from prefect.server.concurrency.lease_storage import memory as memory_storage
 from prefect.server.database import provide_database_interface
 from prefect.server.schemas.actions import ConcurrencyLimitV2Create
+from prefect.server.services import repossessor as repossessor_service
 from prefect.server.services.repossessor import revoke_expired_lease
+from prefect.settings.context import get_current_settings
 from prefect.utilities import asyncutils
 
-from .settings import HOME
+revoking: dict[uuid.UUID, list[asyncio.Task[None]]] = {}  # the repossessor's revoke tasks, by lease
+# Docket runs one task per key at a time: Prefect 3.9 keys each revoke by its lease, 3.8 gives no key (each task gets
+# a key of its own, and a lease still being revoked at the next pass is revoked again).
+KEYED = "key=" in inspect.getsource(repossessor_service.monitor_expired_leases)
 
 
 def reset() -> None:
@@ -51,7 +57,8 @@ def reset() -> None:
     # The filesystem storage's lock (locking/_filelock.py) probes its holder with os.kill(pid, 0); every
     # simulated process has this OS process's pid, and a dead server's lock file would look held for good. A new
     # process finds the old one's pid dead: the leftover lock is stale, and it goes.
-    lock = os.path.join(HOME, "concurrency_leases", "expirations.lock")
+    revoking.clear()  # the dead process's revoke tasks never run again
+    lock = os.path.join(get_current_settings().home, "concurrency_leases", "expirations.lock")
     if os.path.exists(lock):
         os.remove(lock)
     filelock._is_pid_alive = lambda pid: pid == os.getpid()
@@ -69,17 +76,24 @@ async def create_limits(limits: dict[str, int]) -> None:
                     session=session, concurrency_limit=ConcurrencyLimitV2Create(name=name, limit=size))
 
 
+def settled() -> bool:
+    """No revoke task is between its two stores (it decrements the count in the database, then revokes the lease in
+    the lease storage): with no request in flight either, the counts and the leases agree."""
+    return all(task.done() for tasks in revoking.values() for task in tasks)
+
+
 async def repossessor(every: float) -> None:
-    """Prefect's repossessor on its loop interval: the scan of expired leases, then one revoke task per lease that
-    none is revoking yet (docket's key-based deduplication)."""
-    revoking: dict[uuid.UUID, asyncio.Task[None]] = {}
+    """Prefect's repossessor on its loop interval: the scan of expired leases, then a revoke task per lease (where
+    Prefect keys them, for a lease that none is revoking yet: docket's key-based deduplication)."""
     while True:
         await asyncio.sleep(every)
+        for lease_id in list(revoking):
+            revoking[lease_id] = [task for task in revoking[lease_id] if not task.done()]
         for lease_id in await get_concurrency_lease_storage().read_expired_lease_ids():
-            if lease_id in revoking and not revoking[lease_id].done():
+            if KEYED and revoking.get(lease_id):
                 continue
-            revoking[lease_id] = asyncio.create_task(revoke_expired_lease(
-                lease_id, db=provide_database_interface(), lease_storage=get_concurrency_lease_storage()))
+            revoking.setdefault(lease_id, []).append(asyncio.create_task(revoke_expired_lease(
+                lease_id, db=provide_database_interface(), lease_storage=get_concurrency_lease_storage())))
 
 
 async def start(limits: dict[str, int], repossessor_every: float) -> Any:

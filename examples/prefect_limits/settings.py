@@ -1,9 +1,11 @@
-"""Prefect's settings for a simulated server, set before ``import prefect``, and the database template.
+"""Prefect's settings for a simulated server: what every run shares, set before ``import prefect``, and what each
+run has of its own (its database file and ``PREFECT_HOME``), set as the run is built.
 
-Prefect freezes its settings into a root context when it is imported, so they are set from the environment
-first, once per OS process: one scratch folder (removed when the process ends) holds the database every run
-copies anew and ``PREFECT_HOME`` (where the filesystem lease storage keeps its files). The lease storage is
-Prefect's own setting, ``PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE`` (the in-memory one unless it is set).
+Prefect reads its settings at import into a process-global settings context, and its server code asks that
+context at every call (``get_current_settings()``: the database URL, ``PREFECT_HOME``, which lease storage). So
+what is the same for every run is set in the environment before Prefect is imported, and each run puts in place a
+settings context of its own (:func:`use`) naming its own folder: runs in any process, forked from one that already
+imported Prefect or not, never share a file.
 
 The schema is built once per process by Prefect's own migrations (alembic, as ``prefect server start`` does),
 outside any simulated run, and each run copies the file: no run pays for migrations.
@@ -16,22 +18,16 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import Callable
 
 if "prefect" in sys.modules:
     raise RuntimeError("examples.prefect_limits must be imported before prefect: Prefect freezes its settings at "
                        "import")
 
-FOLDER = tempfile.mkdtemp(prefix="dst-prefect-")
+FOLDER = tempfile.mkdtemp(prefix="dst-prefect-")  # the process's scratch; each run has a folder inside it
 atexit.register(shutil.rmtree, FOLDER, True)
-RUN = os.path.join(FOLDER, "run")  # what one run may write: its database and PREFECT_HOME
-DB = os.path.join(RUN, "prefect.db")
-HOME = os.path.join(RUN, "home")
-TEMPLATE = os.path.join(FOLDER, "template.db")
-os.makedirs(HOME)  # Prefect makes sure of its home as it is imported
-
 os.environ.update({
-    "PREFECT_HOME": HOME,
-    "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{DB}",
+    "PREFECT_HOME": os.path.join(FOLDER, "home"),  # no run writes here: each has its own home
     "PREFECT_API_URL": "http://server/api",  # dst's network routes the host name "server"
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_API_DATABASE_MIGRATE_ON_START": "false",
@@ -44,26 +40,63 @@ os.environ.update({
     "PREFECT_CLIENT_METRICS_ENABLED": "false",
     "PREFECT_API_ENABLE_METRICS": "false",
 })
-os.environ.setdefault("PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE", "prefect.server.concurrency.lease_storage.memory")
-STORAGE = os.environ["PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE"].rsplit(".", 1)[-1]
+
+STORAGES = ("memory", "filesystem")  # Prefect's two lease storages: prefect.server.concurrency.lease_storage.<name>
+
+
+def use(folder: str, storage: str) -> Callable[[], None]:
+    """Prefect's settings for one run: its database and its home in ``folder``, the lease storage named. Returns
+    what puts the settings back."""
+    import prefect.context
+    from prefect.settings import (PREFECT_API_DATABASE_CONNECTION_URL, PREFECT_HOME,
+                                  PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE)
+
+    before = prefect.context.GLOBAL_SETTINGS_CONTEXT
+    settings = before.settings.copy_with_update(updates={
+        PREFECT_HOME: os.path.join(folder, "home"),
+        PREFECT_API_DATABASE_CONNECTION_URL: f"sqlite+aiosqlite:///{database(folder)}",
+        PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: f"prefect.server.concurrency.lease_storage.{storage}",
+    })
+    os.makedirs(settings.home, exist_ok=True)
+    prefect.context.GLOBAL_SETTINGS_CONTEXT = prefect.context.SettingsContext(profile=before.profile, settings=settings)
+
+    def restore() -> None:
+        prefect.context.GLOBAL_SETTINGS_CONTEXT = before
+
+    return restore
+
+
+def database(folder: str) -> str:
+    return os.path.join(folder, "prefect.db")
 
 
 def template() -> str:
-    """The database with Prefect's schema, built by its own migrations the first time it is asked for."""
-    if not os.path.exists(TEMPLATE):
+    """The database with Prefect's schema, built by its own migrations the first time this process asks for it."""
+    done = os.path.join(FOLDER, f"template-{os.getpid()}.db")  # forked processes share FOLDER: one each
+    if not os.path.exists(done):
         import asyncio
         import sqlite3
 
         from prefect.server.database import provide_database_interface
+
+        from .server import reset
 
         async def migrate() -> None:
             db = provide_database_interface()
             await db.create_db()  # alembic upgrade head (in a worker thread: this runs outside any simulated run)
             await (await db.engine()).dispose()
 
-        asyncio.run(migrate())
-        conn = sqlite3.connect(DB)
+        folder = tempfile.mkdtemp(dir=FOLDER)
+        restore = use(folder, "memory")
+        try:
+            reset()  # a database configuration cached for another run's file
+            asyncio.run(migrate())
+            reset()
+        finally:
+            restore()
+        conn = sqlite3.connect(database(folder))
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the one file the runs copy
         conn.close()
-        shutil.copy(DB, TEMPLATE)
-    return TEMPLATE
+        os.replace(database(folder), done)
+        shutil.rmtree(folder, ignore_errors=True)
+    return done

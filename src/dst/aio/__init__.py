@@ -57,6 +57,10 @@ class System:
     # service whose counts and leases live in two stores updated one after the other (Prefect: the database, then
     # the lease storage), where every operation opens a window between the two.
     recount: bool = True
+    # With observe: the service's stores agree only between its operations (Prefect: a release decrements the count
+    # in its database, then revokes the lease in its lease storage). What changed is checked only at a settled
+    # moment: the server has no request in flight and ``settled()`` says its own background work is between passes.
+    settled: Callable[[], bool] | None = None
     folder: str | None = None  # the run's own folder (its durable state): the only place files may be written
     # Run what the service hands to a thread pool (FastAPI's plain-def dependencies and endpoints through
     # anyio.to_thread, loop.run_in_executor, asyncio.to_thread) inline on the loop, after a yield: see dst.aio.inline.

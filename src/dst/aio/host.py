@@ -78,7 +78,7 @@ def _in_context(key: int) -> contextvars.Context:
 
 class Server(Process, ServerLifecycle):
     __slots__ = ("kernel", "loop", "network", "trace", "ghost", "trips", "factory", "reset", "app", "up", "boots",
-                 "serving", "targets", "trip_counts", "backlog", "ready", "observer")
+                 "serving", "targets", "trip_counts", "backlog", "ready", "observer", "settled")
 
     def __init__(self, kernel: Kernel, loop: Loop, network: Network, trace: list, ghost: Any, trips: RoundTrips,
                  factory: Callable[[], Any], reset: Callable[[], None] | None) -> None:
@@ -100,6 +100,7 @@ class Server(Process, ServerLifecycle):
         self.trip_counts: dict[int, int] = {}  # request key -> store round trips so far
         self.backlog: list[tuple] = []  # requests that arrived while the service was being built
         self.observer: Observer | None = None  # facts from what the store holds, for a service that reports none
+        self.settled: Callable[[], bool] | None = None  # the service's stores agree: see dst.aio.System.settled
         self.settle = self.after_step
 
     # --- the process protocol ---------------------------------------------------------------------------
@@ -149,7 +150,8 @@ class Server(Process, ServerLifecycle):
     def after_step(self) -> None:
         if self.observer is not None:
             self.observer.step()
-        self.ghost.settle()
+        if self.settled is None or (self.serving == 0 and self.settled()):
+            self.ghost.settle()
 
     # --- requests ------------------------------------------------------------------------------------------
 
@@ -384,6 +386,7 @@ def assemble(system: Any, kernel: Kernel, network: Network, trace: list, ghost: 
         if system.leases is None or not hasattr(system.leases, "version"):
             raise ModelError("dst.aio.System(observe=True) needs leases: a LeaseTable (with version() and leases())")
         server.observer = Observer(system.leases, facts, kernel, trace, system.recount)
+        server.settled = system.settled
     hosts = {name: Client(name, kernel, loop, network, trace, deferring, job, scenario.workload.request_timeout)
              for name in clients}
     from .sandbox import Sandbox
