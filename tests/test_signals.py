@@ -109,3 +109,27 @@ def test_a_terminated_campaign_leaves_no_temp_file_of_a_model_behind(tmp_path, p
     assert proc.returncode == 143, err
     assert json.loads(out)["interrupted"]
     assert wait_for(lambda: not any(temp.iterdir()), 10), sorted(p.name for p in temp.iterdir())
+
+
+def test_sigterm_to_the_process_group_while_findings_are_written_ends_cleanly(tmp_path):
+    """A cancelled CI job sends SIGTERM to the whole group while the campaign minimizes what it found: the
+    workers die first, the minimizing in hand ends with its smallest plan so far, and the campaign still
+    prints its report, with the findings written whole."""
+    findings = tmp_path / "findings"
+    proc = subprocess.Popen([sys.executable, "-m", "dst", "fuzz", "--scenario", "double-release", "--count", "2000",
+                             "--workers", "2", "--findings", str(findings), "--json"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert wait_for(lambda: any(findings.glob("*.toml")), 60), "no finding was written"
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "Traceback" not in err and proc.returncode in (1, 143), err
+    report = json.loads(out)
+    assert report["interrupted"] and report["seeds_run"] > 0
+    written = sorted(findings.glob("*.toml"))
+    assert [Path(f["path"]).name for f in report["findings"]] == [p.name for p in written]
+    replayed = subprocess.run([sys.executable, "-m", "dst", "replay", "--quiet", *map(str, written)],
+                              capture_output=True, text=True)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr

@@ -44,7 +44,8 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     else:
         raise UsageError("dst fuzz: say how many seeds: --seeds A:B, --count N or --time-budget DURATION")
     _junit_ready(args)
-    recorder = None if args.no_findings else _Recorder(args, scenarios)
+    request = StopRequest()
+    recorder = None if args.no_findings else _Recorder(args, scenarios, request)
     if recorder is not None:
         ready(recorder.directory)  # a folder that cannot take a finding is said now, not after the minimizing
     cluster = _cluster(args)  # after every check of the input: reaching a cluster can take seconds
@@ -58,7 +59,6 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     from ..present.terminal import FuzzProgress
 
     progress = FuzzProgress(rich_console(stderr=True), total=total, budget=args.time_budget, quiet=args.json)
-    request = StopRequest()
     noted = workers > 1 or cluster is not None  # a pool or a cluster: a signal is only noted, and the campaign
     if noted:  # stops at its next safe point
         saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -145,7 +145,8 @@ class _Recorder:
     """Minimizes the first K seeds of each new signature as the campaign finds them, and writes the
     smallest as a finding, so an interrupted campaign keeps every finding it made."""
 
-    def __init__(self, args: argparse.Namespace, scenarios: tuple[Scenario, ...]) -> None:
+    def __init__(self, args: argparse.Namespace, scenarios: tuple[Scenario, ...], stop: StopRequest) -> None:
+        self.stop = stop  # a signal noted: the minimizing in hand ends with what it has, and no more begins
         self.args = args
         self.scenarios = scenarios
         self.directory = Path(args.findings)
@@ -157,10 +158,11 @@ class _Recorder:
         from ..explore.record import minimize
 
         sig = outcome.signature or ""
-        if self.tried.get(sig, 0) >= self.args.shrink_candidates:
+        if self.tried.get(sig, 0) >= self.args.shrink_candidates or self.stop.event.is_set():
             return
         self.tried[sig] = self.tried.get(sig, 0) + 1
-        shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm)
+        shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm,
+                          stopped=self.stop.event.is_set)
         if shrunk is None:
             return
         best = self.best.get(sig)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Executor, Future, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Iterator, Sequence
 
@@ -144,6 +145,8 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
         exhausted = False
         while True:
             while not exhausted and len(pending) < 2 * workers and (deadline is None or clock() < deadline):
+                if stop is not None and stop.event.is_set():
+                    raise stop.interrupt()  # a signal noted while this process minimized: no new chunk
                 chunk = [seed for _, seed in zip(range(_CHUNK), seed_iter)]
                 if not chunk:
                     exhausted = True
@@ -157,7 +160,12 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if pending[0].done():
                     break
                 wait(pending[:1], timeout=0.1)
-            outcomes, cut = pending.pop(0).result()
+            try:
+                outcomes, cut = pending.pop(0).result()
+            except BrokenProcessPool:
+                if stop is not None and stop.event.is_set():  # the signal reached the workers first
+                    raise stop.interrupt() from None
+                raise
             yield from outcomes
             if cut:
                 return  # the seeds after a cut one are not a contiguous prefix: drop them

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -37,13 +37,14 @@ def campaign_origin(scenario: Scenario, seed: int, use_swarm: bool, key: str) ->
 
 
 def minimize(scenario: Scenario, seed: int, *, use_swarm: bool, max_runs: int = 3000,
-             seconds: float = 120.0) -> Shrunk | None:
+             seconds: float = 120.0, stopped: Callable[[], bool] = lambda: False) -> Shrunk | None:
     """Minimize seed ``seed`` of ``scenario`` (as ``dst run --seed N [--swarm]`` runs it); None if it passes."""
     effective = swarm(scenario, seed) if use_swarm else scenario
     first = run(effective, seed)
     if first.violation is None:
         return None
-    return shrink(effective, seed, first.plan, first.violation.invariant, max_runs=max_runs, seconds=seconds)
+    return shrink(effective, seed, first.plan, first.violation.invariant, max_runs=max_runs, seconds=seconds,
+                  stopped=stopped)
 
 
 def record(shrunk: Shrunk, directory: Path, origin: dict[str, Any]) -> Recorded:

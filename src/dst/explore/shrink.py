@@ -47,6 +47,7 @@ class StopReason(enum.Enum):
     CONVERGED = "converged: no smaller candidate violates the invariant"
     RUN_BUDGET = "run budget spent"
     TIME_BUDGET = "time budget spent"
+    STOPPED = "stopped: the campaign was asked to stop (the smallest plan so far is kept)"
 
 
 class _Budget(Exception):
@@ -90,7 +91,9 @@ def size(s: Scenario) -> tuple:
 
 class Shrinker:
     def __init__(self, scenario: Scenario, seed: int, invariant: str, *, max_runs: int = 3000,
-                 seconds: float = 120.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 seconds: float = 120.0, clock: Callable[[], float] = time.monotonic,
+                 stopped: Callable[[], bool] = lambda: False) -> None:
+        self.stopped = stopped
         self.seed = seed
         self.invariant = invariant
         self.max_runs = max_runs
@@ -108,6 +111,8 @@ class Shrinker:
             raise _Budget(StopReason.RUN_BUDGET)
         if self.clock() >= self.deadline:
             raise _Budget(StopReason.TIME_BUDGET)
+        if self.stopped():
+            raise _Budget(StopReason.STOPPED)
         self.runs += 1
         result = run(candidate, self.seed)
         if result.violation is None or result.violation.invariant != self.invariant:
@@ -272,10 +277,12 @@ def _stamped(scenario: Scenario, result: RunResult) -> Scenario:
 
 
 def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, invariant: str | None = None, *,
-           max_runs: int = 3000, seconds: float = 120.0, clock: Callable[[], float] = time.monotonic) -> Shrunk:
+           max_runs: int = 3000, seconds: float = 120.0, clock: Callable[[], float] = time.monotonic,
+           stopped: Callable[[], bool] = lambda: False) -> Shrunk:
     """Minimize the run of ``plan`` (None: the seed's own plan) under ``scenario`` and ``seed``, which must
     violate ``invariant`` (None: the invariant it violates); raises ``ValueError`` for a run that does not.
-    The smallest plan found keeps violating that invariant: at most ``max_runs`` runs, ``seconds`` of time."""
+    The smallest plan found keeps violating that invariant: at most ``max_runs`` runs, ``seconds`` of time,
+    and no run begun once ``stopped()`` says so."""
     began = clock()
     if plan is None or invariant is None:
         ran = run(scenario, seed, plan)
@@ -292,7 +299,7 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
     again = run(explicit, seed)
     assert again.digest == first.digest, "pinning the draws' faults changed the run"
     start, first = explicit, again
-    shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock)
+    shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock, stopped=stopped)
     shrinker.best_result = first
     stop = shrinker.shrink()
     best = scripted(shrinker.best, shrinker.best.steps or ())  # fewer clients now: say so in the file
