@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from .faults import FAULT_ACTIONS, FAULTS
+from .sim.trace import parse_key
 
 # action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name",
 # "key" (a message as the trace names it: 17.3.0). The workload's actions, then every fault kind's (dst.faults).
@@ -38,7 +39,6 @@ __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "format_duration", "is_client", "
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _CLIENT = re.compile(r"^c[1-9]\d*$")
-_KEY = re.compile(r"^(\d+\.\d+\.\d+r?|bg\d+\.\d+\.\d+)$")
 
 
 _DAY = 86_400_000
@@ -203,8 +203,11 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
             except ValueError as e:
                 raise ValueError(f"{key}: {e}") from None
         elif kind == "key":
-            if not isinstance(value, str) or not _KEY.match(value):
-                raise ValueError(f"{key}: expected a message key as the trace writes it, such as '17.3.0', got {shorten(value)}")
+            try:
+                parse_key(value)
+            except ValueError:
+                raise ValueError(f"{key}: expected a key as the trace writes it, such as '17.3.0' or 'reaper.4.0', "
+                                 f"got {shorten(value)}") from None
             args[key] = value
         elif kind in ("int", "count"):
             least = 1 if kind == "int" else 0
