@@ -34,7 +34,7 @@ STORIES = {
     "016-run-stuck-in-cancelling-after-a-server-restart.toml": "worker-died-with-run",
     "018-run-executed-twice-during-a-partition.toml": "redelivered-while-working",
     "019-cancelled-run-starts.toml": "cancelled-before-start",
-    "024-works-without-a-recognised-lease-with-a-lost-message.toml": "reclaimed-while-working",
+    "024-works-without-a-recognised-lease-after-a-pause.toml": "reclaimed-while-working",
 }
 
 

@@ -96,3 +96,13 @@ def test_the_fault_table_in_the_docs_gives_the_codes_defaults():
         shown = tomllib.loads(f"x = {row.group(1)}")["x"]
         assert shown == {k: v for k, v in written[kind].items() if k in shown}, kind
         assert shown["rate"] == rate.rate == 0 and (rate.duration == (0, 0) or "duration" in shown), kind
+
+
+def test_no_file_holds_a_merge_conflict_marker() -> None:
+    root = Path(__file__).resolve().parents[1]
+    tracked = [p for folder in ("src", "docs", "tests", "examples", "bench", "findings", "scenarios")
+               for p in (root / folder).rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".toml", ".yml", ".html")]
+    tracked += [root / "README.md", root / "BENCHMARKS.md", root / "pyproject.toml"]
+    marked = [str(p.relative_to(root)) for p in tracked
+              if any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in p.read_text(errors="replace").splitlines())]
+    assert marked == []

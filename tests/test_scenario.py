@@ -375,7 +375,7 @@ MALFORMED = [
     pytest.param('steps = [{ at = "0s", actor = "c1", action = "lose", message = "1.1.0" }]\n', "steps[0].actor",
                  "expected 'net' (the network), got 'c1'", id="pinned-fault-wrong-actor"),
     pytest.param('steps = [{ at = "0s", actor = "net", action = "duplicate", message = "one" }]\n', "steps[0].message",
-                 "expected a message key as the trace writes it, such as '17.3.0', got 'one'", id="pinned-fault-bad-key"),
+                 "expected a key as the trace writes it, such as '17.3.0' or 'reaper.4.0', got 'one'", id="pinned-fault-bad-key"),
     pytest.param('steps = [{ at = "0s", actor = "c1", action = "slow", message = "1.1.0", round_trip = 1, by = "1s" }]\n',
                  "steps[0].actor", "expected 'server'", id="slow-not-on-a-client"),
     pytest.param(steps('{ at = "1s", actor = "c1" }'), "steps[1].action", "expected one of acquire",

@@ -45,11 +45,31 @@ def test_each_lease_is_a_bar_in_its_holders_lane_from_its_grant():
     l1, l2 = bars["L1"], bars["L2"]
     assert (l1.holder, l1.token, l1.seat, l1.limit) == ("c1", 1, 0, "db")
     assert l1.start == _time_of(result, "server", "reply", "granted L1 ")
-    # Granted for the TTL (expiry=60.002s) and never renewed while c1 was paused: it lapses at its expiry.
-    assert l1.spans == ((l1.start, 60_002),) and l1.ended == "expired" and l1.renewals == ()
+    # Granted for the TTL (expiry=60.002s) and not renewed while c1 was paused: it lapses at its expiry. c1 wakes
+    # and renews it (the bug): the store's event opens another span, cut where the violation ended the run.
+    assert l1.spans == ((l1.start, 60_002), (62_002, 62_002)) and l1.renewals == (62_002,)
+    assert l1.ended == "held when the run ended"
     assert (l2.holder, l2.token) == ("c2", 2)
     assert l2.start == _time_of(result, "server", "reply", "granted L2 ")
     assert l2.end == result.virtual_time and l2.ended == "held when the run ended"
+
+
+def test_the_servers_own_removals_are_drawn_and_end_a_lease_where_they_happened():
+    # The reaper removes c1's lapsed lease: its bar ends at its expiry, and the removal is the server's own event.
+    reaped = run(scenario(steps=[{"at": "0s", "actor": "c1", "action": "acquire", "work": "100s", "writes": 0},
+                                 {"at": "5s", "actor": "c1", "action": "crash"}]), 1)
+    (bar,) = lease_bars(reaped.raw_trace, reaped.virtual_time)
+    assert (bar.lease, bar.token, bar.seat, bar.end, bar.ended) == ("L1", 1, 0, 60_015, "expired")
+    data = page_data(reaped, Source("t", "c"))
+    server = data["lanes"].index("server")
+    removals = [e for e in data["events"] if e[1] == server and data["kinds"][e[3]] == "store" and "removed" in e[4]]
+    assert [(e[0], e[4]) for e in removals] == [(75_005, "L1 removed (c1's, 1 of db)")]
+    # A restart loses a lease kept in memory (finding 002): its bar ends there, and the loss is in the slice.
+    lost = _replayed(ROOT / "findings" / "002-count-disagrees-with-live-leases-after-a-server-restart.toml")
+    (bar,) = lease_bars(lost.raw_trace, lost.virtual_time)
+    restart = _time_of(lost, "server", "restart", "down for")
+    assert (bar.end, bar.ended) == (restart, "removed") and bar.start < restart
+    assert any(e[2] == "store" and e[3].startswith("L1 removed") for e in lost.causal(every_step=True))
 
 
 def test_each_claim_on_a_run_is_a_bar_in_its_workers_lane_from_its_delivery():

@@ -24,12 +24,12 @@ import re
 from typing import Sequence
 
 from .faults import FAULT_ACTIONS
-from .sim.trace import Event, format_detail
+from .sim.trace import KEY, Event, format_detail
 
 # The kinds of trace event that are the plan's own steps (a job started, a fault applied).
 STEP_KINDS = frozenset({"job", "resume", "boot", *FAULT_ACTIONS})
 
-_KEY = re.compile(r"(?<![\w.])((?:bg)?\d+\.\d+\.\d+)r?(?![\w.])")  # a message key; a response's "r" dropped
+_KEY = re.compile(rf"(?<![\w.-])({KEY})r?(?![\w.])")  # a key; a response's "r" dropped
 _LEASE = re.compile(r"\bL\d+\b")
 _RUN = re.compile(r"\brun \d+\b")
 _SEAT = re.compile(r"(?<![\w.])[A-Za-z_][\w.-]*/\d+\b")  # a limit's seat as the resource names it: db/0

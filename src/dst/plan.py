@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from .faults import FAULT_ACTIONS, FAULTS
+from .sim.trace import parse_key
 from .text import format_duration, key_name, parse_duration, shorten, toml_value
 
 # action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name",
@@ -35,7 +36,6 @@ ACTIONS = dict(sorted(ACTIONS.items()))
 __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "is_client", "make_step", "sort_steps", "step_from_mapping"]
 
 _CLIENT = re.compile(r"^c[1-9]\d{0,5}$")  # c1 to c999999: a number int() reads, a name a line shows
-_KEY = re.compile(r"^(\d+\.\d+\.\d+r?|bg\d+\.\d+\.\d+)$")
 
 
 def is_client(actor: str) -> bool:
@@ -141,8 +141,11 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
             except ValueError as e:
                 raise ValueError(f"{key}: {e}") from None
         elif kind == "key":
-            if not isinstance(value, str) or not _KEY.match(value):
-                raise ValueError(f"{key}: expected a message key as the trace writes it, such as '17.3.0', got {shorten(value)}")
+            try:
+                parse_key(value)
+            except ValueError:
+                raise ValueError(f"{key}: expected a key as the trace writes it, such as '17.3.0' or 'reaper.4.0', "
+                                 f"got {shorten(value)}") from None
             args[key] = value
         elif kind in ("int", "count"):
             least = 1 if kind == "int" else 0

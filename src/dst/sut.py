@@ -275,7 +275,9 @@ class Service(Protocol):
 
     def loops(self) -> Sequence[tuple[str, int]]:
         """The background loops (a reaper, a sweep), by name, with their intervals in ms. They start
-        again, from scratch, after every boot."""
+        again, from scratch, after every boot. A loop's handlers go by its name in the trace (``reaper.4.0``:
+        the first handler of its fourth tick), so a name is letters, digits, ``_`` and ``-``, from a letter,
+        other than ``boot`` (a boot's recovery handlers) and unlike the others even ignoring case."""
         return ()
 
     def tick(self, loop: str, now: int) -> Iterable[Handler]:

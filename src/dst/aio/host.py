@@ -26,7 +26,7 @@ from ..models import ModelError
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
-from ..sim.trace import BACKGROUND, OWN, RESPONSE, SENT, message_key
+from ..sim.trace import BOOT, OWN, RESPONSE, SENT, background_key, message_key
 from .loop import REQUEST, VIRTUAL_EPOCH_MS, Loop, Process
 from .observe import Observer
 from .sandbox import where_raised
@@ -117,7 +117,7 @@ class Server(Process, ServerLifecycle):
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
         loop = self.loop
         loop.process = self
-        loop.create_task(self._build(), context=_in_context(BACKGROUND | (self.boots << 24)))
+        loop.create_task(self._build(), context=_in_context(background_key(BOOT, self.boots, 0)))
 
     async def _build(self) -> None:
         self.app = await self.factory()

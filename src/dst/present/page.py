@@ -63,9 +63,9 @@ def _field(record: Any, name: str) -> Any:
 @attrs.frozen
 class LeaseBar:
     """A lease as the authority saw it: granted to ``holder``, valid over ``spans`` (a renewal extends the
-    last span; one that came after the lease had lapsed opens another). The trace does not say when the
-    reaper removed a lease, nor that a restart lost one it kept in memory: such a lease ends at its expiry,
-    when the authority stopped recognising it."""
+    last span; one that came after the lease had lapsed opens another). It ends where the store removed it
+    (a release, the reaper, a restart that lost it), or at its expiry if that came first: from then on the
+    authority no longer recognised it."""
 
     lease: str  # "L3"; a claim: "run 3"
     holder: str  # the client the grant went to
@@ -118,10 +118,14 @@ def _server_replies(raw_trace: Sequence[Event]) -> Iterator[tuple[int, int, Any,
 
 
 def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
-    """Every lease the server granted, in grant order: from what the store did, when the trace says it (the
-    asyncio mode observes the store), else from the server's replies (see the protocol note above)."""
+    """Every lease the server granted, in grant order: from what the store did, when the trace says it, with
+    the token and seat its grant's reply names; else from the server's replies (see the protocol note above)."""
     stored = _stored_leases(raw_trace)
     if stored:
+        grants = {_field(response, "lease"): response for _, _, _, response, _ in _server_replies(raw_trace)
+                  if _field(response, "token") is not None}
+        for lease in stored:
+            lease.token, lease.seat = _field(grants.get(lease.lease), "token"), _field(grants.get(lease.lease), "seat")
         return [_bar(lease, run_end) for lease in stored]
     live: dict[int, _Lease] = {}  # lease id -> its latest grant
     leases: list[_Lease] = []

@@ -24,6 +24,7 @@ from ..models import ModelError, name_of, resolve
 from ..faults import fault_of, is_pinned
 from ..plan import Step, is_client
 from ..scenario import Scenario, with_model
+from ..sim.facts import TracedFacts
 from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
 from ..sim.kernel import Kernel
 from ..sim.network import Network
@@ -111,7 +112,8 @@ class Simulation:
         # The model, built fresh against the harness's facts; the ghost learns its views and bounds after.
         self.ghost = ghost = Ghost(kernel, limits)
         self.facts = FactsGate(ghost)
-        env = Env(clock=kernel, facts=self.facts, options=scenario.model.settings(), limits=limits,
+        self.traced = TracedFacts(self.facts, kernel, self.trace)  # the model's: the store's changes traced too
+        env = Env(clock=kernel, facts=self.traced, options=scenario.model.settings(), limits=limits,
                   bugs=frozenset(scenario.bugs),
                   workload=Workload(retries=wl.retries, write_time=wl.write_time, acquire_patience=wl.acquire_patience,
                                     active_until=self.active_until, runs=has_runs))
@@ -150,6 +152,7 @@ class Simulation:
         slack = scenario.network.latency[1] + scenario.network.delay_by[1] + 4 * store
         bounds = system.bounds
         check_bounds(scenario, bounds, slack, has_runs, self.invariants)
+        self.traced.view = system.leases
         ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
                     bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                         transition_within=bounds.transition_within + slack))

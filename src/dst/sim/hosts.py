@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
+from ..errors import UserError
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network
 from .process import ClientLifecycle, ServerLifecycle, Targets
 from .store import RoundTrips
-from .trace import BACKGROUND, OWN, RESOURCE_WRITE, RESPONSE, SENT, message_key
+from .trace import BOOT, OWN, RESOURCE_WRITE, RESPONSE, SENT, background_key, check_loops, message_key
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
@@ -192,13 +193,18 @@ class ServerHost(ServerLifecycle):
     two schedulers); restarts and pauses; the background loops. A pause freezes the process: nothing of it runs
     until it resumes, requests wait, and it goes on with its memory intact."""
 
-    __slots__ = ("kernel", "service", "routes", "network", "trace", "ghost", "trips", "epoch", "up",
+    __slots__ = ("kernel", "service", "routes", "loops", "network", "trace", "ghost", "trips", "epoch", "up",
                  "ticks", "boots", "serving", "paused_until", "targets", "frozen")
 
     def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, trips: RoundTrips) -> None:
         self.kernel = kernel
         self.service = service
         self.routes = dict(service.handlers())  # request type -> handler: one lookup per request
+        self.loops = tuple(service.loops())  # (name, interval): their handlers' keys read by the name
+        try:
+            check_loops(name for name, _ in self.loops)
+        except ValueError as e:
+            raise UserError(f"the service's loops(): {e}") from None
         self.network = network
         self.trace = trace
         self.ghost = ghost
@@ -220,9 +226,9 @@ class ServerHost(ServerLifecycle):
         self.ghost.server_up()
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
         for i, recovery in enumerate(self.service.boot()):
-            self._step([recovery, BACKGROUND | (self.boots << 24) | i, 0, None, self.epoch])
-        for tag, (loop, interval) in enumerate(self.service.loops(), 1):
-            self.kernel.after(interval, self._tick, (self.epoch, loop, interval, tag))
+            self._step([recovery, background_key(BOOT, self.boots, i), 0, None, self.epoch])
+        for loop, interval in self.loops:
+            self.kernel.after(interval, self._tick, (self.epoch, loop, interval))
 
     @property
     def idle(self) -> bool:
@@ -295,17 +301,16 @@ class ServerHost(ServerLifecycle):
         ms, rank = self.trips.delay(task[1], task[2])
         self.kernel.after_ranked(ms, rank, self._step, task)
 
-    def _tick(self, arg: tuple[int, str, int, int]) -> None:
-        epoch, loop, interval, tag = arg
+    def _tick(self, arg: tuple[int, str, int]) -> None:
+        epoch, loop, interval = arg
         if epoch != self.epoch:
             return  # the loop belonged to a process that restarted
         if self.paused_until > self.kernel.now:
             self.kernel.at(self.paused_until, self._tick, arg)  # the loop goes on where it stopped
             return
         tick = self.ticks[loop] = self.ticks.get(loop, 0) + 1
-        base = BACKGROUND | (tag << 56) | (tick << 24)
         for i, handler in enumerate(self.service.tick(loop, self.kernel.now)):
-            self._step([handler, base | i, 0, None, epoch])
+            self._step([handler, background_key(loop, tick, i), 0, None, epoch])
         self.kernel.after(interval, self._tick, arg)
 
 

@@ -2,8 +2,8 @@
 
 An entry is a tuple ``(time_ms, actor, kind, detail)``. On the hot path ``detail`` is
 recorded raw, as a tuple ``(template, *args)``, and only turned into text when someone
-reads it: in the template ``@`` is the next argument's ``describe()``, ``#`` a message key
-(``17.3.0``), ``%`` a virtual time in ms (``61.5s``) and ``$`` the argument as it is. Rare events record a plain string. Every
+reads it: in the template ``@`` is the next argument's ``describe()``, ``#`` a key
+(``17.3.0``, ``reaper.4.0``), ``%`` a virtual time in ms (``61.5s``) and ``$`` the argument as it is. Rare events record a plain string. Every
 argument is an int, a string or a frozen record whose ``repr`` names its fields, so the
 ``repr`` of the trace, and so its digest, is the same in every process.
 """
@@ -11,6 +11,7 @@ argument is an int, a string or a frozen record whose ``repr`` names its fields,
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, Iterable, Iterator
 
 from ..sut import format_time
@@ -32,10 +33,12 @@ NETWORK = (CUT, DELAYED)
 SERVER_DOWN = "@: server down"  # (record,): a request the server was down for
 RESTARTED = "@: its process restarted"  # (record,): a request that waited in a paused process that restarted
 SLOW = "# round trip $ slower by $"  # (handler key, round trip, extra): a slow store round trip
-# What the asyncio mode's observer saw the store do (the server's own doing: a reaper's removal shows too).
+# What the store did, whoever did it (a reaper's removal, a sweep's cancel, a restart's loss show too): written
+# from the facts a model reports (dst.sim.facts), or from what the asyncio mode's observer saw change.
 STORED = "L$ stored for $: $ of $ until t=%"  # (lease, holder, slots, limit, expiry ms)
 RENEWED = "L$ renewed until t=%"  # (lease, expiry ms)
 REMOVED = "L$ removed ($'s, $ of $)"  # (lease, holder, slots, limit)
+RUN_STATE = "run $ -> $"  # (run, state)
 
 
 def detail_args(event: Event, template: str | tuple[str, ...]) -> tuple[Any, ...] | None:
@@ -53,15 +56,22 @@ def digest(events: Iterable[Event]) -> str:
     return hashlib.blake2b(repr(list(events)).encode(), digest_size=16).hexdigest()
 
 
-BACKGROUND = 1 << 62  # keys of handlers the server starts itself: loop number (boot: 0), tick, index
+BACKGROUND = 1 << 62  # set in the key of a handler the server starts itself (see background_key)
+BOOT = "boot"  # what a boot's recovery handlers go by in their keys, where a loop's handlers have its name
+
+_LOOP = r"[A-Za-z][A-Za-z0-9_-]*"  # a loop's name as it stands in a key
+# A key as the trace writes it, less a response's "r": a message's (step.kind.n) or a background handler's
+# (loop.tick.index); for what finds keys in text (the causal slice).
+KEY = rf"(?:\d+\.\d+\.\d+|{_LOOP}\.\d+\.\d+)"
+_PARTS = re.compile(rf"(\d+)\.(\d+)\.(\d+)(r?)|({_LOOP})\.(\d+)\.(\d+)")
+_LOOP_NAME = re.compile(_LOOP)
 
 
 def key_name(key: int) -> str:
-    """``17.3.0`` for step 17's first message of kind 3; ``17.3.0r`` for its response; ``bg1.4.0`` for the
-    first handler of loop 1's fourth tick (``bg0.2.0``: the second boot's first recovery handler)."""
-    base = key & ~RESPONSE
-    if base & BACKGROUND:
-        return f"bg{(base >> 56) & 0x3F}.{(base >> 24) & 0xFFFFFFFF}.{base & 0xFFFFFF}"
+    """``17.3.0`` for step 17's first message of kind 3; ``17.3.0r`` for its response; ``reaper.4.0`` for the
+    first handler of the reaper loop's fourth tick (``boot.2.0``: the second boot's first recovery handler)."""
+    if key >> 64:
+        return _name_of(key)
     step, kind, n, response = step_key_parts(key)
     return f"{step}.{kind}.{n}{'r' if response else ''}"
 
@@ -71,6 +81,38 @@ def message_key(step_id: int, kind: int, n: int) -> int:
     ``step_id`` (its response's key adds ``RESPONSE``). Counting per kind keeps a release's key, and so
     its draws, the same however many acquire attempts came before it."""
     return (step_id << 20) | (kind << 12) | n
+
+
+def background_key(loop: str, tick: int, index: int) -> int:
+    """The key of the ``index``-th handler that ``loop``'s ``tick``-th tick started (``loop`` :data:`BOOT`:
+    the ``tick``-th boot's recovery handlers). The key carries its own name, ``reaper.4.0``, above bit 64,
+    so it reads back without knowing the service. Its draws see the 64 bits below: the tick and index under
+    a tag, 0 for a boot (as it always was) and for a loop a hash of its name, not its place among the loops."""
+    tag = 0 if loop == BOOT else 1 + hashlib.blake2b(loop.encode(), digest_size=1).digest()[0] % 63
+    name = f"{loop}.{tick}.{index}".encode()
+    return (int.from_bytes(name, "big") << 64) | BACKGROUND | (tag << 56) | (tick << 24) | index
+
+
+def _name_of(key: int) -> str:
+    high = key >> 64
+    return high.to_bytes((high.bit_length() + 7) // 8, "big").decode()
+
+
+def check_loops(names: Iterable[str]) -> None:
+    """Raise ``ValueError`` (one line) unless every loop name reads back unambiguously from its handlers' keys:
+    letters, digits, ``_`` and ``-``, from a letter (no dot: a key's parts are dotted), and no two the same but
+    for case, nor :data:`BOOT`: a key names one loop to a person as well as to the parser."""
+    seen = {BOOT: BOOT}
+    for name in names:
+        if not isinstance(name, str) or not _LOOP_NAME.fullmatch(name):
+            raise ValueError(f"loop name {name!r}: expected letters, digits, '_' and '-', starting with a letter "
+                             f"(its handlers' keys read as <name>.<tick>.<index>)")
+        other = seen.get(name.lower())
+        if other is not None:
+            why = "names a boot's recovery handlers" if other == BOOT else "is another loop's name"
+            case = "" if other == name else " (names that differ only in case would read as one)"
+            raise ValueError(f"loop name {name!r}: expected a name of its own, but {other!r} {why}{case}")
+        seen[name.lower()] = name
 
 
 def step_key_parts(key: int) -> tuple[int, int, int, bool]:
@@ -88,14 +130,18 @@ def keys_in(detail: Any) -> Iterator[int]:
             yield arg
 
 
-def parse_key(name: str) -> int:
-    """The key :func:`key_name` wrote as ``name``."""
-    if name.startswith("bg"):
-        tag, tick, index = (int(part) for part in name[2:].split("."))
-        return BACKGROUND | (tag << 56) | (tick << 24) | index
-    response = name.endswith("r")
-    step, kind, n = (int(part) for part in name.rstrip("r").split("."))
-    return message_key(step, kind, n) | (RESPONSE if response else 0)
+def parse_key(name: object) -> int:
+    """The key :func:`key_name` wrote as ``name``; ``ValueError`` (one line) for text that is not a key."""
+    parts = _PARTS.fullmatch(name) if isinstance(name, str) else None
+    if parts is not None and parts[1] is not None and (int(parts[2]) > 0xFF or int(parts[3]) > 0xFFF):
+        parts = None  # a message kind above 255, or more than 4096 messages of one kind: no key reads so
+    if parts is None:
+        raise ValueError(f"expected a key as the trace writes it, such as '17.3.0' (a message), '17.3.0r' (its "
+                         f"response) or 'reaper.4.0' (a background handler), got {name!r}")
+    step, kind, n, response, loop, tick, index = parts.groups()
+    if loop is not None:
+        return background_key(loop, int(tick), int(index))
+    return message_key(int(step), int(kind), int(n)) | (RESPONSE if response else 0)
 
 
 def format_detail(detail: Any) -> str:
