@@ -71,7 +71,7 @@ def test_the_reapers_work_is_in_the_story():
 
 
 def test_dst_show_draws_the_leases_the_store_held():
-    from dst.present.page import lease_bars
+    from dst.present.shapes import lease_bars
 
     steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "20s"},
              {"at": "1s", "actor": "c2", "action": "acquire", "work": "1s"}]

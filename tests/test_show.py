@@ -14,8 +14,8 @@ from dst.cli import main
 from dst.findings import read, replay
 from dst.runner import RunResult, run
 from dst.scenario import load_scenario
-from dst.present.page import (GENERATOR, Source, claim_bars, embed_json, fault_marks, lease_bars, message_arrows, page_data,
-                      read_page_data, render_page)
+from dst.present.shapes import claim_bars, fault_marks, lease_bars, message_arrows
+from dst.present.page import GENERATOR, Source, embed_json, page_data, read_page_data, render_page
 from dst.sim.trace import format_detail
 
 from conftest import chromium_or_skip, scenario
