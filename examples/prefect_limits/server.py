@@ -53,7 +53,17 @@ def reset() -> None:
     db_configurations.ENGINES.clear()  # engines cached per loop and URL: the dead process's pool
     for key in list(db_dependencies.MODELS_DEPENDENCIES):
         db_dependencies.MODELS_DEPENDENCIES[key] = None  # the database configuration, queries and ORM
-    asyncutils.EVENT_LOOP_GC_REFS.clear()
+    # Prefect disposes of an engine when its loop shuts down: an async generator it keeps in a module global, which
+    # a dead process's loop never closes. Closed now, as asyncio.run would at that process's exit (its engine is
+    # forgotten above, so the disposal finds nothing and the generator drops its own entry), not whenever
+    # the garbage collector gets to it, in some later boot or run, keyed by an id() that could be reused.
+    for generator in list(asyncutils.EVENT_LOOP_GC_REFS.values()):
+        closing = generator.aclose()
+        try:
+            closing.send(None)
+        except StopIteration:
+            continue
+        closing.close()  # it awaited something: drop it half way rather than let it run later
     # The filesystem storage's lock (locking/_filelock.py) probes its holder with os.kill(pid, 0); every
     # simulated process has this OS process's pid, and a dead server's lock file would look held for good. A new
     # process finds the old one's pid dead: the leftover lock is stale, and it goes.
