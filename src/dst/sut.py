@@ -345,7 +345,7 @@ class System:
     """What ``build(env)`` returns: the pieces ``dst`` drives and reads."""
 
     service: Service  # the server's code: its handlers, loops, crash and boot
-    job: Job  # the client program, once per plan step a client runs (``lease_job``: the reference protocol's)
+    job: Job  # ``job(client, incarnation, order)``: one plan step's client program; returns how it ended
     resource: Resource | None = None  # the protected resource (None: none; a write sent to it is never answered)
     leases: LeaseView | None = None  # without it, the lease invariants are not checked
     runs: RunView | None = None  # without it, the run invariants are not checked (and runs cannot be submitted)
