@@ -286,7 +286,8 @@ class Service(Protocol):
     memory to lose, nothing to recover on boot."""
 
     def handlers(self) -> Mapping[type, Callable[[Any], Handler]]:
-        """Request type -> the handler for it (called once per run; each request makes one coroutine)."""
+        """Request type -> the handler for it (called once per run). Each request makes one coroutine, whose
+        return value is the response (None: no reply, and the client's call times out)."""
         ...
 
     def loops(self) -> Sequence[tuple[str, int]]:
