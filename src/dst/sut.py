@@ -53,7 +53,8 @@ class Clock(Protocol):
     """What a model may know of time: ``now``, in integer virtual milliseconds, read-only."""
 
     @property
-    def now(self) -> int: ...
+    def now(self) -> int:
+        """Virtual milliseconds since the run began."""
 
 
 def format_time(ms: int) -> str:
@@ -148,9 +149,12 @@ def message(cls: type[T]) -> type[T]:
 
 @message
 class Submit:
+    """Create a run and queue it for a worker (plan step ``submit``). The harness sends it to the server and reads
+    no answer (the reference answers ``Done``); a run already cancelled is never started."""
+
     kind = 8
-    run: int
-    work: int  # how long the run's work takes
+    run: int  # the run's id, chosen by the plan
+    work: int  # how long the run's work takes, in virtual ms
 
     def describe(self) -> str:
         return f"submit run {self.run}"
@@ -158,8 +162,11 @@ class Submit:
 
 @message
 class Cancel:
+    """Cancel a run (plan step ``cancel``), perhaps before its ``Submit`` arrives: it must then never start.
+    The harness reads no answer."""
+
     kind = 9
-    run: int
+    run: int  # the run's id
 
     def describe(self) -> str:
         return f"cancel run {self.run}"
@@ -169,8 +176,8 @@ class Cancel:
 class RunClaim:
     """The handle a worker works under on a run: the run, and the token of the claim it holds."""
 
-    run: int
-    token: int
+    run: int  # the run's id
+    token: int  # the claim's token, as reported to ``Facts.claimed``
 
 
 # --- facts, views and bounds: what the invariants need ------------------------------------------------
@@ -179,19 +186,23 @@ class Facts(Protocol):
     """What a model reports as it happens (``env.facts``). Report each change in the same step that
     makes it; a slot count moves only on behalf of a named lease (or visibly of none)."""
 
-    def slots_taken(self, lease: int, limit: str, n: int) -> None: ...
+    def slots_taken(self, lease: int, limit: str, n: int) -> None:
+        """``n`` slots of ``limit`` were counted as taken, for ``lease``."""
 
     def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
-        """``lease`` is the lease the operation names (None: it names none)."""
+        """``n`` slots of ``limit`` were given back; ``lease`` is the lease the operation names (None: it names
+        none, as a decrement by limit name does)."""
 
     def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
                      target: str | None = None) -> None:
         """A lease was stored; ``token`` is the fencing token it was handed and ``target`` what that token
         fences (give both to have ``unique-tokens``, ``exclusive-seats`` and ``write-progress`` checked)."""
 
-    def lease_renewed(self, lease: int, limit: str) -> None: ...
+    def lease_renewed(self, lease: int, limit: str) -> None:
+        """A lease's expiry moved (the view's ``expiry(lease)`` says to when)."""
 
-    def lease_removed(self, lease: int) -> None: ...
+    def lease_removed(self, lease: int) -> None:
+        """A lease was deleted: released, reaped or evicted (its slots are reported apart, with ``slots_returned``)."""
 
     def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
         """The resource accepted a write to ``target`` (the thing its fence guards) with ``token``."""
@@ -226,14 +237,19 @@ class LeaseView(Protocol):
 
 
 class ClaimView(Protocol):
-    @property
-    def token(self) -> int: ...
+    """A run's pending claim: the delivery a worker holds and must heartbeat, as ``RunView.claim_of`` gives it."""
 
     @property
-    def consumer(self) -> str: ...
+    def token(self) -> int:
+        """The claim's token, as reported to ``Facts.claimed``."""
 
     @property
-    def idle_since(self) -> int: ...
+    def consumer(self) -> str:
+        """The worker (a client's name) the run was delivered to."""
+
+    @property
+    def idle_since(self) -> int:
+        """When the claim last showed life (delivered, or heartbeated), in virtual ms."""
 
 
 class RunView(Protocol):
@@ -270,7 +286,8 @@ class Service(Protocol):
     memory to lose, nothing to recover on boot."""
 
     def handlers(self) -> Mapping[type, Callable[[Any], Handler]]:
-        """Request type -> the handler for it (called once per run; each request makes one coroutine)."""
+        """Request type -> the handler for it (called once per run). Each request makes one coroutine, whose
+        return value is the response (None: no reply, and the client's call times out)."""
         ...
 
     def loops(self) -> Sequence[tuple[str, int]]:
@@ -294,6 +311,9 @@ class Service(Protocol):
 
 
 class Resource(Protocol):
+    """The protected resource (a database, a file) behind the fence: its writes arrive from clients at
+    :data:`RESOURCE`."""
+
     def write(self, request: Any) -> Any:
         """Apply one protected write atomically, on delivery; return the response."""
 
@@ -305,12 +325,16 @@ class Order(Protocol):
     the monotonic time every process shares; the server's clock is the authority."""
 
     @property
-    def action(self) -> str: ...
+    def action(self) -> str:
+        """The plan step's action: ``acquire`` or ``serve``."""
 
     @property
-    def wall_clock(self) -> Clock: ...
+    def wall_clock(self) -> Clock:
+        """The client's own wall clock, in virtual ms: ``env.clock`` less any ``clock_skew`` it suffered."""
 
-    def arg(self, name: str, default: Any = None) -> Any: ...
+    def arg(self, name: str, default: Any = None) -> Any:
+        """One argument of the step (``default`` when it has none): ``limit`` (a name), ``slots`` (a count),
+        ``work`` (virtual ms), ``writes`` (a count)."""
 
 
 Job = Callable[[str, int, Order], Coroutine[Any, Any, str] | Generator[Any, Any, str]]
@@ -321,12 +345,12 @@ Job = Callable[[str, int, Order], Coroutine[Any, Any, str] | Generator[Any, Any,
 class System:
     """What ``build(env)`` returns: the pieces ``dst`` drives and reads."""
 
-    service: Service
-    job: Job
-    resource: Resource | None = None
+    service: Service  # the server's code: its handlers, loops, crash and boot
+    job: Job  # ``job(client, incarnation, order)``: one plan step's client program; returns how it ended
+    resource: Resource | None = None  # the protected resource (None: none; a write sent to it is never answered)
     leases: LeaseView | None = None  # without it, the lease invariants are not checked
     runs: RunView | None = None  # without it, the run invariants are not checked (and runs cannot be submitted)
-    bounds: Bounds = Bounds()
+    bounds: Bounds = Bounds()  # the liveness invariants' windows: set those your model's checks need
     close: Callable[[], None] | None = None  # called once the run is over, whatever its end: close files, remove them
 
 
@@ -345,12 +369,12 @@ class Workload:
 class Env(Generic[O]):
     """What ``build`` receives, fresh for every run."""
 
-    clock: Clock
-    facts: Facts
+    clock: Clock  # the monotonic virtual time every process shares; the server's clock
+    facts: Facts  # where the model reports what happens, as it happens
     options: O  # the model's options, read from the scenario's [model] table
     limits: Mapping[str, int]  # limit name -> capacity
     bugs: frozenset[str]  # the model's bug slugs switched on
-    workload: Workload
+    workload: Workload  # the scenario's workload settings, for the client program
 
 
 # --- the model: what a scenario names ----------------------------------------------------------------------

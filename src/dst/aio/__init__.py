@@ -43,8 +43,8 @@ App = Any  # an ASGI application, or a Mapping[type, Callable[[request], Awaitab
 class System:
     """What an asyncio adapter's ``build(env)`` returns."""
 
-    server: Callable[[], Awaitable[App]]
-    job: Callable[[str, int, Order], Awaitable[str]]
+    server: Callable[[], Awaitable[App]]  # builds the service in the server process, at every boot: its app
+    job: Callable[[str, int, Order], Awaitable[str]]  # ``job(client, incarnation, order)``: one plan step's program
     resource: Resource | None = None
     leases: LeaseView | None = None
     runs: RunView | None = None

@@ -26,13 +26,13 @@ from ..sut import Clock, Facts, LeaseView
 class LeaseRow:
     """One lease as the store holds it. ``expiry`` is in virtual ms (see :func:`dst.aio.virtual_ms`)."""
 
-    id: int
-    holder: str
-    limit: str
-    slots: int
-    expiry: int
+    id: int  # the lease's id
+    holder: str  # the client that holds it
+    limit: str  # the limit it holds slots of
+    slots: int  # how many
+    expiry: int  # when the service stops recognising it, in virtual ms
     token: int | None = None  # the fencing token it was handed, and what that token fences
-    target: str | None = None
+    target: str | None = None  # ... (None: the service hands out no tokens, and the fencing checks are off)
 
 
 class LeaseTable(LeaseView, Protocol):
