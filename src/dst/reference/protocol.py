@@ -17,9 +17,10 @@ class Acquire:
     limit: str
     slots: int
     holder: str
+    wait: int = 0  # how long the server may hold the request open for a slot to free (0: answer at once)
 
     def describe(self) -> str:
-        return f"acquire {self.limit} slots={self.slots}"
+        return f"acquire {self.limit} slots={self.slots}" + (f" wait={format_time(self.wait)}" if self.wait else "")
 
 
 @message
