@@ -277,8 +277,8 @@ def test_a_catalogue_scenario_runs_on_your_model_without_the_bugs_it_does_not_ha
     code, out, err = dst(capsys, "run", "--scenario", "double-release", "--model", "acme.model:model",
                          "--seed", "1")
     assert code in (0, 1) and "model         acme.model:model" in out, err
-    assert err.strip() == ("dst: note: acme.model:model has no bug double-release: the scenario runs without "
-                           "it, as a test of whether your model has that bug")
+    assert err.strip() == ("dst: note: acme.model:model has no bug double-release, option acquire_wait: the "
+                           "scenario runs without them (a bug's scenario then tests whether your model has that bug)")
     code, _, err = dst(capsys, "run", "--scenario", "double-release", "--seed", "1")  # its own model: no note
     assert code == 1 and err == ""
 

@@ -35,7 +35,7 @@ import attrs
 
 __all__ = [
     "SERVER", "RESOURCE", "Clock", "format_time",
-    "store_step", "sleep", "call", "work", "moment",
+    "store_step", "sleep", "call", "work", "moment", "Waiters",
     "message", "Submit", "Cancel", "RunClaim",
     "Facts", "LeaseView", "RunView", "ClaimView", "Bounds",
     "Service", "Resource", "Order", "Job", "Handler", "System",
@@ -73,9 +73,10 @@ def format_time(ms: int) -> str:
 
 STEP = None  # a store round trip (a bare yield, the cheapest thing to hand up)
 SLEEP = 0  # (SLEEP, ms)
-CALL = 1  # (CALL, destination, request)
+CALL = 1  # (CALL, destination, request, wait)
 WORK = 2  # (WORK, handle, ms)
 MOMENT = 3  # (MOMENT, name)
+WAIT = 4  # (WAIT, wakes, ms): parked until a wake in ``wakes`` is called, or ``ms`` pass
 
 
 @types.coroutine
@@ -93,10 +94,11 @@ def sleep(ms: int) -> Generator[tuple[int, int], None, None]:
 
 
 @types.coroutine
-def call(destination: str, request: Any) -> Generator[tuple[int, str, Any], Any, Any]:
+def call(destination: str, request: Any, *, wait: int = 0) -> Generator[tuple[int, str, Any, int], Any, Any]:
     """Send ``request`` to ``destination`` (:data:`SERVER` or :data:`RESOURCE`) and wait for the
-    response; None when none came within the scenario's request timeout. Clients only."""
-    return (yield (CALL, destination, request))
+    response; None when none came within the scenario's request timeout, plus ``wait`` ms for a request
+    the server may hold open that long (a long poll: see :class:`Waiters`). Clients only."""
+    return (yield (CALL, destination, request, wait))
 
 
 @types.coroutine
@@ -113,6 +115,31 @@ def work(handle: Any, ms: int) -> Generator[tuple[int, Any, int], Any, int]:
     not done, nonzero when a pause cut the slice (the job should check its lease before going on).
     Clients only; ``ms`` must be positive."""
     return cast(int, (yield (WORK, handle, ms)))
+
+
+class Waiters:
+    """Handlers waiting for something to happen (a slot to free): the server's side of a long poll, which
+    holds a request open instead of having the client ask again and again. ``await waiters.wait(ms)`` in a
+    handler parks it until :meth:`notify_all` or until ``ms`` pass, whichever comes first; it then takes one
+    store round trip, and the code after it is a new transaction that checks again (a notification says
+    only that something may have changed). Parked handlers cost nothing while they wait. Waiters live in
+    process memory: a service makes new ones when it crashes."""
+
+    __slots__ = ("_wakes",)
+
+    def __init__(self) -> None:
+        self._wakes: list[Callable[[], object]] = []  # the host puts a parked handler's wake here
+
+    @types.coroutine
+    def wait(self, ms: int) -> Generator[tuple[int, list[Callable[[], object]], int], None, None]:
+        """Park the handler until :meth:`notify_all`, or for ``ms`` at most. Server handlers only."""
+        yield (WAIT, self._wakes, ms)
+
+    def notify_all(self) -> None:
+        """Wake every handler parked here (each goes on after one store round trip)."""
+        wakes, self._wakes = self._wakes, []
+        for wake in wakes:
+            wake()
 
 
 # --- messages -------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import attrs
 from ..errors import UserError
 from ..models import ModelError, resolve
 from ..runner import check
-from ..scenario import Scenario, dropped_bugs, load_scenario
+from ..scenario import Scenario, dropped, load_scenario
 from .output import error
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
@@ -41,10 +41,10 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
         except ModelError as e:
             raise UsageError(f"dst: --model: {e}") from None
     scenario = load_scenario(args.scenario, model=args.model)
-    dropped = dropped_bugs(scenario, args.scenario) if args.model is not None else ()
-    if dropped:  # a note, not an error: the run goes on without them
-        error(f"dst: note: {args.model} has no bug {', '.join(dropped)}: the scenario runs without it, as a test "
-              f"of whether your model has that bug")
+    left = dropped(scenario, args.scenario) if args.model is not None else ()
+    if left:  # a note, not an error: the run goes on without them
+        error(f"dst: note: {args.model} has no {', '.join(left)}: the scenario runs without them (a bug's "
+              f"scenario then tests whether your model has that bug)")
     check_slugs(args.bug, scenario.model.impl)
     scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(args.bug))))
     check(scenario)  # keys that contradict the model's bounds are said now, before any run

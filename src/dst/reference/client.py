@@ -22,13 +22,14 @@ from .bugs import Bugs
 from .protocol import Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Release, Renew, Renewed, Write
 
 
-async def ask(clock: Clock, request: Any, attempts: int, destination: str = SERVER) -> tuple[Any, int]:
+async def ask(clock: Clock, request: Any, attempts: int, destination: str = SERVER, wait: int = 0) -> tuple[Any, int]:
     """A request with retries on timeout: the response (None when every try timed out), and the send
-    time of the try that was answered (a holder's local deadline counts from it)."""
+    time of the try that was answered (a holder's local deadline counts from it). ``wait``: how long the
+    server may hold it open (a long poll)."""
     sent = clock.now
     for _ in range(attempts):
         sent = clock.now
-        response = await call(destination, request)
+        response = await call(destination, request, wait=wait)
         if response is not None:
             return response, sent
     return None, sent
@@ -42,15 +43,17 @@ class ClientConfig:
     retries: int
     acquire_patience: int
     write_time: int
+    acquire_wait: int = 0  # a denied acquire: how long the server may hold it open (0: ask again after retry_after)
 
 
 def lease_job(env: Env[Any], *, ttl: int, renew_fraction: float = 0.75, renew_attempts: int = 3,
-              bugs: Bugs | None = None) -> Job:
+              acquire_wait: int = 0, bugs: Bugs | None = None) -> Job:
     """The reference client program as a model's ``job``: for a service that speaks the reference
-    protocol (:mod:`dst.reference.protocol`), with leases of ``ttl`` ms."""
+    protocol (:mod:`dst.reference.protocol`), with leases of ``ttl`` ms. With ``acquire_wait``, an acquire
+    asks the server to hold it open that long for a slot to free (a long poll), instead of polling."""
     wl, clock, flags = env.workload, env.clock, bugs or Bugs()
     config = ClientConfig(ttl=ttl, renew_fraction=renew_fraction, renew_attempts=renew_attempts, retries=wl.retries,
-                          acquire_patience=wl.acquire_patience, write_time=wl.write_time)
+                          acquire_patience=wl.acquire_patience, write_time=wl.write_time, acquire_wait=acquire_wait)
 
     def job(client: str, incarnation: int, order: Order) -> Any:
         if order.action != "acquire":
@@ -86,14 +89,17 @@ class LeaseClient:
         clock, cfg = self.clock, self.config
         give_up = clock.now + cfg.acquire_patience
         while True:
-            response, sent = await ask(clock, Acquire(limit, slots, self.name), cfg.retries + 1)
+            wait = min(cfg.acquire_wait, max(give_up - clock.now, 0))
+            response, sent = await ask(clock, Acquire(limit, slots, self.name, wait), cfg.retries + 1, wait=wait)
             if isinstance(response, Granted):
                 break
             if clock.now >= give_up:
                 # The run leaves its active state without ever holding a slot, and says so.
                 await ask(clock, Exit(limit, slots, self.name), cfg.retries + 1)
                 return "gave up acquiring"
-            await sleep(response.retry_after if isinstance(response, Denied) else 1_000)
+            if not (wait and isinstance(response, Denied) and clock.now >= sent + wait):
+                # Polling, or no answer, or a server that did not hold it open: wait before asking again.
+                await sleep(response.retry_after if isinstance(response, Denied) else 1_000)
         lease, token, seat = response.lease, response.token, response.seat
         await moment("granted")
         timer, deadline, renew_at = self._timing(sent, response.expiry)

@@ -32,6 +32,10 @@ class ReferenceOptions:
     renew_fraction: float = option(0.75, "fraction", help="holders renew at this fraction of the TTL")
     renew_attempts: int = option(3, "positive-count", help="tries per renewal before the holder stops work")
     retry_after: int = option(1_000, "positive-duration", help="the wait a denied acquire is told to take")
+    acquire_wait: int = option(30_000, "duration",
+                               help="how long the server holds a denied acquire open, waiting for a slot to be given "
+                                    "back or a lease to run out (a long poll); 0: the client asks again after "
+                                    "retry_after (polling)")
     resource_contract: str = option(
         "token", "choice", choices=("token", "token-and-lease"),
         help="'token': the resource accepts a write whose fencing token is at least the highest it accepted "
@@ -93,7 +97,7 @@ def build(env: Env[ReferenceOptions]) -> System:
     service = Server(leases) if run_store is None else Server(leases, RunService(run_store, clock, o, bugs))
     wl = env.workload
     lease_client = lease_job(env, ttl=o.ttl, renew_fraction=o.renew_fraction, renew_attempts=o.renew_attempts,
-                             bugs=bugs)
+                             acquire_wait=o.acquire_wait, bugs=bugs)
 
     def job(name: str, incarnation: int, order: Order) -> Any:
         if order.action == "serve":

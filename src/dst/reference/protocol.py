@@ -24,9 +24,11 @@ class Acquire:
     limit: str  # the limit's name, a key of ``Env.limits``
     slots: int  # how many of its slots, at least 1
     holder: str  # the client asking (``c1``, ``c2``, ...): the lease's holder, named again in Renew, Release and Write
+    wait: int = 0  # virtual ms the server may hold the request open for a slot to free (0: answer at once, as a
+    # polling client asks); the reference client sends its ``acquire_wait``, cut to its patience (a long poll)
 
     def describe(self) -> str:
-        return f"acquire {self.limit} slots={self.slots}"
+        return f"acquire {self.limit} slots={self.slots}" + (f" wait={format_time(self.wait)}" if self.wait else "")
 
 
 @message

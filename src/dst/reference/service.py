@@ -3,7 +3,8 @@
 * acquire is one atomic check-and-increment that also stores the lease and takes
   a fencing token from a durable counter, or a denial with a retry-after; slots
   of leases that have expired but not yet been reaped count as free (lazy expiry),
-  since no holder may act on them any more;
+  since no holder may act on them any more; an acquire that asks to wait is held open
+  (a long poll) until slots are given back or a lease runs out, and checked again;
 * a lease is expired when ``expiry <= now``, in every place that asks;
 * renew extends only the current, unexpired lease, and only for its holder;
 * release is revoke-as-claim: only the release whose delete removed the lease
@@ -18,9 +19,10 @@ bug flag switches on sits at one line marked ``# wrong:``.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any, Callable, Coroutine
 
-from ..sut import Clock, Facts, Situation, moment, store_step
+from ..sut import Clock, Facts, Situation, Waiters, moment, store_step
 from .bugs import Bugs
 from .protocol import (Acquire, Denied, Done, Evict, Exit, Granted, Occupant, Owner, Refused, Release, Renew,
                        Renewed)
@@ -50,6 +52,7 @@ class LeaseService:
         self.retry_after = retry_after
         self.reaper_interval = reaper_interval
         self.bugs = bugs
+        self.freed: defaultdict[str, Waiters] = defaultdict(Waiters)  # limit -> acquires held open for its slots
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -58,13 +61,20 @@ class LeaseService:
                 Owner: self._owner, Evict: self._evict}
 
     async def _acquire(self, req: Acquire) -> Any:
+        until = self.clock.now + req.wait
         await store_step()
         store = self.store
-        in_use = store.counts[req.limit] - store.expired_slots(req.limit, self.clock.now)
-        if self.bugs.stale_check_increment:
-            await store_step()  # wrong: the capacity check used a read from an earlier transaction (Prefect #20520)
-        if in_use + req.slots > self.limits[req.limit]:
-            return Denied(self.retry_after)
+        while True:
+            in_use = store.counts[req.limit] - store.expired_slots(req.limit, self.clock.now)
+            if self.bugs.stale_check_increment:
+                await store_step()  # wrong: the capacity check used a read from an earlier transaction (Prefect #20520)
+            if in_use + req.slots <= self.limits[req.limit]:
+                break
+            now = self.clock.now
+            if now >= until:
+                return Denied(self.retry_after)
+            # A long poll: held open until slots are given back or a lease runs out, then checked again.
+            await self.freed[req.limit].wait(min(until, store.next_expiry(now, until)) - now)
         await moment("checked")  # the capacity check is done; the increment follows
         now = self.clock.now
         lease = Lease(store.new_lease_id(), req.holder, req.limit, req.slots, now + self.ttl,
@@ -99,7 +109,7 @@ class LeaseService:
         if lease is None or lease.holder != req.holder:
             if self.bugs.fallback_release:
                 # wrong: lease not found, so decrement the limit anyway (Prefect #21797, TLA+ FallbackRelease)
-                store.return_slots(req.limit, req.slots, req.lease)
+                self._give_back(req.limit, req.slots, req.lease)
                 return Done("released (fallback)")
             return Refused("no such lease")
         await moment("checked")  # the lease was read; its revoke follows
@@ -112,7 +122,7 @@ class LeaseService:
         if self.bugs.anonymous_release:
             # wrong: any exit from an active state decrements the limit by name, slot or no slot
             # (Prefect POST /decrement; PR #19845; docket #223)
-            self.store.return_slots(req.limit, req.slots, None)
+            self._give_back(req.limit, req.slots, None)
             return Done("decremented")
         return Done("held nothing")
 
@@ -128,7 +138,7 @@ class LeaseService:
         lease = None if found is None else store.drop_lease(found)
         if lease is None:
             return Refused("seat is free")
-        store.return_slots(lease.limit, lease.slots, req.lease)
+        self._give_back(lease.limit, lease.slots, req.lease)
         return Done("evicted")
 
     async def _revoke(self, lease: Lease) -> bool:
@@ -138,14 +148,18 @@ class LeaseService:
             # wrong: decrement, then revoke, as separate steps: two releases that both read the
             # lease both decrement (Prefect /decrement-with-lease; TLA+ ReadPresentRelease, DuplicateReap)
             await store_step()
-            store.return_slots(lease.limit, lease.slots, lease.id)
+            self._give_back(lease.limit, lease.slots, lease.id)
             await store_step()
             store.drop_lease(lease.id)
             return True
         if store.drop_lease(lease.id) is None:
             return False
-        store.return_slots(lease.limit, lease.slots, lease.id)
+        self._give_back(lease.limit, lease.slots, lease.id)
         return True
+
+    def _give_back(self, limit: str, slots: int, lease: int | None) -> None:
+        self.store.return_slots(limit, slots, lease)
+        self.freed[limit].notify_all()
 
     # --- background -------------------------------------------------------------------------
 
@@ -169,6 +183,7 @@ class LeaseService:
 
     def crash(self) -> None:
         self.store.lose_memory()
+        self.freed.clear()  # with the handlers parked there
 
     def boot(self) -> list[Handler]:
         return []

@@ -146,6 +146,12 @@ class Store:
             return []  # the common case, in O(1): nothing has expired
         return [lease_id for _, lease_id in index.irange(maximum=(now, float("inf")))]
 
+    def next_expiry(self, now: int, default: int) -> int:
+        """When the next lease runs out after ``now`` (``default`` if none will)."""
+        index = self._leases.by_expiry
+        i = index.bisect_right((now, float("inf")))
+        return index[i][0] if i < len(index) else default
+
     def expired_slots(self, limit: str, now: int) -> int:
         """Slots of ``limit`` held by leases expired at ``now`` that nobody has revoked yet (amortised O(log n))."""
         table = self._leases

@@ -6,12 +6,12 @@ a document. The schema is documented in ``docs/scenarios.md``.
 """
 
 from ..invariants import INVARIANT_IDS
-from .read import dropped_bugs, embedded_scenarios, load_scenario, parse_scenario, scenario_from_doc, with_model
+from .read import dropped, embedded_scenarios, load_scenario, parse_scenario, scenario_from_doc, with_model
 from .schema import (EMBEDDED, SCHEDULERS, FaultRate, FaultsConfig, ModelConfig, NetworkConfig,
                      RunConfig, RunsConfig, Scenario, ScenarioError, WorkloadConfig, scripted)
 from .write import scenario_to_doc
 
 __all__ = ["EMBEDDED", "INVARIANT_IDS", "SCHEDULERS", "FaultRate", "FaultsConfig", "ModelConfig",
            "NetworkConfig", "RunConfig", "RunsConfig", "Scenario", "ScenarioError", "WorkloadConfig",
-           "dropped_bugs", "embedded_scenarios", "load_scenario", "parse_scenario", "scenario_from_doc",
+           "dropped", "embedded_scenarios", "load_scenario", "parse_scenario", "scenario_from_doc",
            "scenario_to_doc", "scripted", "with_model"]

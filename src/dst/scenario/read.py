@@ -229,14 +229,16 @@ def load_scenario(path: str | Path | None = None, *, model: str | None = None) -
     return scenario_from_doc(doc, str(path), model)
 
 
-def dropped_bugs(scenario: Scenario, path: str | Path | None) -> tuple[str, ...]:
-    """The bugs the scenario file at ``path`` switches on that ``scenario`` (loaded from it on another
-    model) does not have: the other model has no such bug."""
+def dropped(scenario: Scenario, path: str | Path | None) -> tuple[str, ...]:
+    """What the scenario file at ``path`` sets that ``scenario`` (loaded from it on another model) does not
+    have, because the other model has no such bug or option: ``bug double-release``, ``option acquire_wait``."""
     try:
-        own = load_scenario(path).bugs
+        own = load_scenario(path)
     except (ScenarioError, ModelError):  # its own model is gone: nothing to compare with
         return ()
-    return tuple(slug for slug in own if slug not in scenario.bugs)
+    kept = _options_of(scenario.model.impl)
+    return (*(f"bug {slug}" for slug in own.bugs if slug not in scenario.bugs),
+            *(f"option {name}" for name in _options_set(own) if name not in kept))
 
 
 def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None) -> Scenario:
@@ -254,18 +256,34 @@ def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None
 
 def with_model(scenario: Scenario, model: str) -> Scenario:
     """The scenario run on another model: the options it sets apart from its model's defaults carry over
-    (the new model must know them); the rest take the new model's defaults. The bugs it switches on that
-    the new model does not have are dropped (a catalogue scenario run against a model of one's own tests
-    whether that model has the bug): :func:`dropped_bugs` says which."""
+    where the new model has them; the rest take the new model's defaults. The bugs it switches on and the
+    options it sets that the new model does not have are dropped (a catalogue scenario run against a model of
+    one's own tests whether that model has the bug): :func:`dropped` says which."""
     if model == scenario.model.impl:
         return scenario
     doc = scenario_to_doc(scenario)
     if "bugs" in doc:
         known = {bug.slug for bug in resolve(model).bugs}
         doc["bugs"] = [slug for slug in doc["bugs"] if slug in known]
+    for name in _options_set(scenario):
+        if name not in _options_of(model):
+            del doc["model"][name]
     defaults = attrs.evolve(scenario.model, options=None).settings()
     if defaults is not None:
         for f in attrs.fields(type(defaults)):
-            if getattr(defaults, f.name) == getattr(scenario.model.settings(), f.name):
+            if f.name in doc["model"] and getattr(defaults, f.name) == getattr(scenario.model.settings(), f.name):
                 del doc["model"][f.name]
     return parse_scenario(doc, scenario.source, model=model)
+
+
+def _options_set(scenario: Scenario) -> list[str]:
+    """The model options ``scenario`` sets apart from its model's defaults."""
+    given, defaults = scenario.model.settings(), attrs.evolve(scenario.model, options=None).settings()
+    if given is None:
+        return []
+    return [f.name for f in attrs.fields(type(given)) if getattr(given, f.name) != getattr(defaults, f.name)]
+
+
+def _options_of(model: str) -> set[str]:
+    cls = resolve(model).options
+    return set() if cls is None else {f.name for f in attrs.fields(cls)}

@@ -18,6 +18,7 @@ They report protected work, step boundaries and finished requests to the ghost (
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 from typing import Any, Callable
 
 from ..errors import UserError
@@ -29,9 +30,10 @@ from .store import RoundTrips
 from .trace import BOOT, OWN, RESOURCE_WRITE, RESPONSE, SENT, background_key, check_loops, message_key
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
-# later; (CALL, destination, request) -> the response, or None on timeout; (WORK, handle, ms) -> ms of
-# the slice not done (nonzero when a pause cut it). A handler hands the server None (a store round
-# trip) or (SLEEP, ms). Both may hand up (MOMENT, name): a targeted fault armed for that moment strikes there.
+# later; (CALL, destination, request, wait) -> the response, or None on timeout; (WORK, handle, ms) -> ms
+# of the slice not done (nonzero when a pause cut it). A handler hands the server None (a store round
+# trip), (SLEEP, ms) or (WAIT, wakes, ms) (parked: see dst.sut.Waiters). Both may hand up (MOMENT, name): a
+# targeted fault armed for that moment strikes there.
 
 
 _NOTHING = object()
@@ -126,27 +128,35 @@ class ClientHost(ClientLifecycle):
         kernel = self.kernel
         job = self.job
         self.wait += 1  # whatever else was set to wake this job is stale from now on
-        try:
-            command = job.send(value)  # type: ignore[union-attr]  # a job is running whenever this is called
-        except StopIteration as stop:
-            self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
-            self.ended[stop.value] = self.ended.get(stop.value, 0) + 1
-            self.last_active = kernel.now
-            self.job = None
-            self.pending = -1
-            if self.jobs:
-                self._next_job()
-            return
+        while True:
+            try:
+                command = job.send(value)  # type: ignore[union-attr]  # a job is running whenever this is called
+            except StopIteration as stop:
+                self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
+                self.ended[stop.value] = self.ended.get(stop.value, 0) + 1
+                self.last_active = kernel.now
+                self.job = None
+                self.pending = -1
+                if self.jobs:
+                    self._next_job()
+                return
+            if command[0] != MOMENT:
+                break
+            armed = self.targets.take(command[1])
+            value = None
+            if armed is None:
+                continue  # nothing aimed at this moment: the job goes straight on
+            self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
+            armed[1]()
+            if not self.alive or self.job is None:
+                return
+            if self.paused:
+                self.stash = None  # the job goes on from here when the pause ends
+                return
+            job = self.job  # the one running now (a restart's next job, say)
+            self.wait += 1
         op = command[0]
-        if op == WORK:
-            lease, ms = command[1], command[2]
-            if ms <= 0:
-                raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")  # a model's bug
-            self.working = lease
-            self.work_end = kernel.now + ms
-            self.ghost.work_started(self.name, lease)
-            kernel.after(ms, self._wake, (self.wait, 0))
-        elif op == CALL:
+        if op == CALL:
             request = command[2]
             kind = request.kind
             n = self.sent.get(kind, 0)
@@ -155,21 +165,17 @@ class ClientHost(ClientLifecycle):
             self.pending = key
             self.trace.append((kernel.now, self.name, "send", (SENT, request, command[1], key)))
             self.network.send((self.name, command[1], key, request))
-            kernel.after(self.timeout, self._wake, (self.wait, None))
+            kernel.after(self.timeout + command[3], self._wake, (self.wait, None))
+        elif op == WORK:
+            lease, ms = command[1], command[2]
+            if ms <= 0:
+                raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")  # a model's bug
+            self.working = lease
+            self.work_end = kernel.now + ms
+            self.ghost.work_started(self.name, lease)
+            kernel.after(ms, self._wake, (self.wait, 0))
         elif op == SLEEP:
             kernel.after(command[1], self._wake, (self.wait, None))
-        elif op == MOMENT:
-            armed = self.targets.take(command[1])
-            if armed is None:
-                self._advance(None)  # nothing aimed at this moment: the job goes straight on
-                return
-            self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
-            armed[1]()
-            if self.alive and self.job is not None:
-                if self.paused:
-                    self.stash = None  # the job goes on from here when the pause ends
-                else:
-                    self._advance(None)
         else:
             raise ValueError(f"{self.name}: unknown command {command!r}")
 
@@ -294,12 +300,25 @@ class ServerHost(ServerLifecycle):
                 self.network.send(("server", message[0], message[2] | RESPONSE, response))
             return
         self.ghost.settle()
-        if command is not None:  # (SLEEP, ms): the handler's own time, not a store round trip
+        if command is None:
+            self._round_trip(task)
+        elif command[0] == SLEEP:  # the handler's own time, not a store round trip
             self.kernel.after(command[1], self._step, task)
-            return
+        else:  # (WAIT, wakes, ms): parked until a wake or the time is up; the first to come ends in a round trip
+            woken = (task, task[2])
+            command[1].append(partial(self._woken, woken))
+            self.kernel.after(command[2], self._woken, woken)
+
+    def _round_trip(self, task: list) -> None:
+        """The handler's next step comes after one store round trip."""
         task[2] += 1
         ms, rank = self.trips.delay(task[1], task[2])
         self.kernel.after_ranked(ms, rank, self._step, task)
+
+    def _woken(self, arg: tuple[list, int]) -> None:
+        task, trips = arg
+        if task[2] == trips:  # still parked: neither a notification nor its time up has woken it yet
+            self._round_trip(task)
 
     def _tick(self, arg: tuple[int, str, int]) -> None:
         epoch, loop, interval = arg
