@@ -26,7 +26,7 @@ from ..models import ModelError
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
-from ..sim.trace import BOOT, OWN, RESPONSE, SENT, background_key, message_key
+from ..sim.trace import BOOT, OWN, RESPONSE, SENT, Event, background_key, message_key
 from .loop import REQUEST, VIRTUAL_EPOCH_MS, Loop, Process
 from .observe import Observer
 from .sandbox import where_raised
@@ -80,7 +80,7 @@ class Server(Process, ServerLifecycle):
     __slots__ = ("kernel", "loop", "network", "trace", "ghost", "trips", "factory", "reset", "app", "up", "boots",
                  "serving", "targets", "trip_counts", "backlog", "ready", "observer", "settled")
 
-    def __init__(self, kernel: Kernel, loop: Loop, network: Network, trace: list, ghost: Any, trips: RoundTrips,
+    def __init__(self, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: Any, trips: RoundTrips,
                  factory: Callable[[], Any], reset: Callable[[], None] | None) -> None:
         super().__init__("server")
         self.kernel = kernel
@@ -98,7 +98,7 @@ class Server(Process, ServerLifecycle):
         self.serving = 0
         self.targets = _Targets(self)
         self.trip_counts: dict[int, int] = {}  # request key -> store round trips so far
-        self.backlog: list[tuple] = []  # requests that arrived while the service was being built
+        self.backlog: list[tuple[Any, ...]] = []  # requests that arrived while the service was being built
         self.observer: Observer | None = None  # facts from what the store holds, for a service that reports none
         self.settled: Callable[[], bool] | None = None  # the service's stores agree: see dst.aio.System.settled
         self.settle = self.after_step
@@ -155,19 +155,19 @@ class Server(Process, ServerLifecycle):
 
     # --- requests ------------------------------------------------------------------------------------------
 
-    def _accept(self, message: tuple) -> None:
+    def _accept(self, message: tuple[Any, ...]) -> None:
         self.serving += 1
         if self.ready:
             self._dispatch(message)
         else:
             self.backlog.append(message)
 
-    def _dispatch(self, message: tuple) -> None:
+    def _dispatch(self, message: tuple[Any, ...]) -> None:
         loop = self.loop
         loop.process = self
         loop.create_task(self._handle(message), context=_in_context(message[2]))
 
-    async def _handle(self, message: tuple) -> None:
+    async def _handle(self, message: tuple[Any, ...]) -> None:
         payload = message[3]
         response: Any
         try:
@@ -217,7 +217,7 @@ class Client(Process, ClientLifecycle):
                  "jobs", "job", "job_step", "sent", "pending", "working", "work_end", "work_wait", "targets",
                  "wall_offset", "ended", "last_active")
 
-    def __init__(self, name: str, kernel: Kernel, loop: Loop, network: Network, trace: list, ghost: Any,
+    def __init__(self, name: str, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: Any,
                  make_job: Callable[[str, int, Any], Any], request_timeout: int) -> None:
         super().__init__(name)
         self.kernel = kernel
@@ -229,7 +229,7 @@ class Client(Process, ClientLifecycle):
         self.timeout = request_timeout
         self.alive = True
         self.incarnation = 1
-        self.jobs: deque = deque()
+        self.jobs: deque[Any] = deque()
         self.job: asyncio.Task[Any] | None = None
         self.job_step = 0
         self.sent: dict[int, int] = {}
@@ -319,7 +319,7 @@ class Client(Process, ClientLifecycle):
             if self.pending.get(key) is answer:
                 del self.pending[key]
 
-    def receive(self, message: tuple) -> None:
+    def receive(self, message: tuple[Any, ...]) -> None:
         key = message[2]
         answer = self.pending.pop(key & ~RESPONSE, None) if self.alive else None
         if answer is None or answer.done():
@@ -369,7 +369,7 @@ def _finish_work(client: Client, wait: asyncio.Future[int]) -> None:
 
 
 
-def assemble(system: Any, kernel: Kernel, network: Network, trace: list, ghost: Any, facts: FactsGate,
+def assemble(system: Any, kernel: Kernel, network: Network, trace: list[Event], ghost: Any, facts: FactsGate,
              trips: RoundTrips, clients: list[str], job: Callable[[str, int, Any], Any], streams: Any,
              scenario: Any) -> tuple[Loop, Server, dict[str, Client]]:
     """The loop and the processes of an asyncio system, with the sandbox the run enters. The model's facts

@@ -112,7 +112,7 @@ class _Timer(asyncio.TimerHandle):
 _LoopBase: Any = asyncio.AbstractEventLoop
 
 
-class Loop(_LoopBase):
+class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
     """The deterministic loop. ``process`` is the one whose code runs now (the harness sets it before it calls
     into a process: delivering a message, starting a job)."""
 
@@ -253,7 +253,7 @@ class Loop(_LoopBase):
     def create_task(self, coro: Coroutine[Any, Any, T] | Any, *, name: str | None = None,
                     context: contextvars.Context | None = None) -> asyncio.Task[T]:
         if self._task_factory is not None:
-            task = self._task_factory(self, coro, **({"context": context} if context is not None else {}))
+            task: asyncio.Task[T] = self._task_factory(self, coro, **({"context": context} if context is not None else {}))
         else:
             # Named for its coroutine (asyncio's Task-N counts every task the process ever made: not a name a
             # second run of the seed would give it, and not one that tells the story).
@@ -491,7 +491,8 @@ def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform") 
         raise TypeError(f"dst.aio.run() expects a coroutine, got {type(main).__name__}")
     loop = Loop(Kernel(), Streams(seed).keyed("scheduling"), scheduler=scheduler)
     try:
-        return loop.run_until_complete(main)
+        result: T = loop.run_until_complete(main)
+        return result
     finally:
         loop.close()
 

@@ -18,7 +18,7 @@ from typing import Hashable, Iterable, Protocol
 
 import attrs
 
-from ..sim.trace import REMOVED, RENEWED, STORED
+from ..sim.trace import REMOVED, RENEWED, STORED, Event
 from ..sut import Clock, Facts, LeaseView
 
 
@@ -57,7 +57,7 @@ class Observer:
 
     __slots__ = ("table", "facts", "seen", "rows", "clock", "trace", "recount")
 
-    def __init__(self, table: LeaseTable, facts: Books, clock: Clock, trace: list, recount: bool = True) -> None:
+    def __init__(self, table: LeaseTable, facts: Books, clock: Clock, trace: list[Event], recount: bool = True) -> None:
         self.recount = recount
         self.table = table
         self.facts = facts

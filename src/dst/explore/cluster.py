@@ -81,7 +81,7 @@ def _restore(logs: list[tuple[logging.Handler, int]]) -> None:
 def _check_address(address: str) -> None:
     """Refuse an address Dask cannot parse before a client is made: one that fails in its constructor
     leaves a half-made client whose cleanup prints a traceback seconds later."""
-    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_address
     from distributed.comm.addressing import parse_host_port
     from distributed.comm.registry import get_backend
 
@@ -158,7 +158,8 @@ class ClusterExecutor(Executor):
     @property
     def workers(self) -> int:
         """How many tasks the cluster runs at once (its workers' threads), at least 1."""
-        return max(1, sum(self._client.nthreads().values()))
+        threads: dict[str, int] = self._client.nthreads()
+        return max(1, sum(threads.values()))
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         if kwargs.get("deadline") is not None:

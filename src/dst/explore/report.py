@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, NotRequire
 import attrs
 
 from ..errors import UserError
-from ..plan import shorten
+from ..text import shorten
 from ..files import read_text, where as file_name
 from ..scenario import Scenario
 from .fuzz import SEEDS_SHOWN, FuzzResult, Shard

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Callable, Iterable, Iterator, cast
+from typing import Any, Callable, Iterable, Iterator, cast
 
 import attrs
 
@@ -75,7 +75,7 @@ def _durations(step: Step) -> int:
     return sum(v for k, v in step.args if kinds.get(k) == "duration")  # type: ignore[misc]
 
 
-def size(s: Scenario) -> tuple:
+def size(s: Scenario) -> tuple[int, ...]:
     """The fixed order candidates must go down in."""
     steps = s.steps or ()
     timed = [st for st in steps if not is_pinned(st)]
@@ -251,7 +251,7 @@ def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
     yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
 
 
-def _what(step: Step) -> tuple:
+def _what(step: Step) -> tuple[Any, ...]:
     return step.action, step.arg("message"), step.arg("round_trip")
 
 
@@ -269,7 +269,7 @@ def pin_draws(scenario: Scenario, result: RunResult) -> Scenario:
 
 def _stamped(scenario: Scenario, result: RunResult) -> Scenario:
     """Each pinned fault labelled with the time it happened in ``result`` (the shrinking moved the rest)."""
-    when: dict[tuple, int] = {}
+    when: dict[tuple[Any, ...], int] = {}
     for step in result.drawn:
         when.setdefault(_what(step), step.at)
     return attrs.evolve(scenario, steps=sort_steps(

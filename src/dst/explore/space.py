@@ -29,7 +29,7 @@ def _ms(rnd: random.Random, low: int, high: int) -> int:
     if pick < 0.2:
         return high
     start = max(low, 1)
-    return min(high, max(low, round(start * (high / start) ** rnd.random())))
+    return int(min(high, max(low, round(start * (high / start) ** rnd.random()))))
 
 
 def _range(rnd: random.Random, low: int, high: int) -> list[str]:

@@ -72,7 +72,8 @@ class Server:
         return [loop for service in self.services for loop in service.loops()]
 
     def tick(self, loop: str, now: int) -> Iterable[Handler]:
-        return self._loop_owner[loop].tick(loop, now)
+        ticked: Iterable[Handler] = self._loop_owner[loop].tick(loop, now)
+        return ticked
 
     def crash(self) -> None:
         for service in self.services:

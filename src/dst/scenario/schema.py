@@ -165,7 +165,7 @@ _OPTION_KINDS: dict[str, Kind] = {
 
 def kind_of(field: Any) -> Kind:
     """How a field is read and written: a harness key's own kind, or a model option's declared one."""
-    kind = field.metadata.get("kind")
+    kind: Kind | None = field.metadata.get("kind")
     if kind is not None:
         return kind
     name = field.metadata.get("dst.kind")

@@ -27,7 +27,7 @@ from .kernel import Kernel
 from .network import Network
 from .process import ClientLifecycle, ServerLifecycle, Targets
 from .store import RoundTrips
-from .trace import BOOT, OWN, RESOURCE_WRITE, RESPONSE, SENT, background_key, check_loops, message_key
+from .trace import BOOT, OWN, RESOURCE_WRITE, RESPONSE, SENT, Event, background_key, check_loops, message_key
 
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request, wait) -> the response, or None on timeout; (WORK, handle, ms) -> ms
@@ -46,7 +46,7 @@ class ClientHost(ClientLifecycle):
         "working", "work_end", "paused_until", "stash", "targets", "wall_offset", "ended", "last_active",
     )
 
-    def __init__(self, name: str, kernel: Kernel, network: Network, trace: list, ghost: Any,
+    def __init__(self, name: str, kernel: Kernel, network: Network, trace: list[Event], ghost: Any,
                  make_job: Callable[[str, int, Any], Handler], request_timeout: int) -> None:
         self.name = name
         self.kernel = kernel
@@ -57,7 +57,7 @@ class ClientHost(ClientLifecycle):
         self.timeout = request_timeout
         self.alive = True
         self.incarnation = 1
-        self.jobs: deque = deque()
+        self.jobs: deque[Any] = deque()
         self.job: Handler | None = None
         self.job_step = 0  # the plan step id of the running job: the key space of its messages
         self.sent: dict[int, int] = {}  # messages of each kind sent by the running job
@@ -179,7 +179,7 @@ class ClientHost(ClientLifecycle):
         else:
             raise ValueError(f"{self.name}: unknown command {command!r}")
 
-    def receive(self, message: tuple) -> None:
+    def receive(self, message: tuple[Any, ...]) -> None:
         key = message[2]
         if not self.alive or key != self.pending | RESPONSE:
             return  # a late or duplicated response: the job no longer waits for it
@@ -202,7 +202,7 @@ class ServerHost(ServerLifecycle):
     __slots__ = ("kernel", "service", "routes", "loops", "network", "trace", "ghost", "trips", "epoch", "up",
                  "ticks", "boots", "serving", "paused_until", "targets", "frozen")
 
-    def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list, ghost: Any, trips: RoundTrips) -> None:
+    def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list[Event], ghost: Any, trips: RoundTrips) -> None:
         self.kernel = kernel
         self.service = service
         self.routes = dict(service.handlers())  # request type -> handler: one lookup per request
@@ -224,7 +224,7 @@ class ServerHost(ServerLifecycle):
         self.targets = Targets()
         # Handlers a pause froze in the middle of a step (at a moment): they finish it first when the process
         # resumes, before any other handler's step, as a transaction a process pause holds open would.
-        self.frozen: list[list] = []
+        self.frozen: list[list[Any]] = []
 
     def boot(self) -> None:
         self.up = True
@@ -258,7 +258,7 @@ class ServerHost(ServerLifecycle):
         for task in frozen:
             self._step(task)
 
-    def _accept(self, message: tuple) -> None:
+    def _accept(self, message: tuple[Any, ...]) -> None:
         payload = message[3]
         handle = self.routes.get(payload.__class__)
         if handle is None:
@@ -268,7 +268,7 @@ class ServerHost(ServerLifecycle):
         self.serving += 1
         self._step([handle(payload), message[2], 0, message, self.epoch])
 
-    def _step(self, task: list) -> None:
+    def _step(self, task: list[Any]) -> None:
         """Run the handler to its next await, then wait one store round trip (or its sleep) before the next step."""
         if task[4] != self.epoch:
             return  # the process that ran this handler is gone
@@ -309,13 +309,13 @@ class ServerHost(ServerLifecycle):
             command[1].append(partial(self._woken, woken))
             self.kernel.after(command[2], self._woken, woken)
 
-    def _round_trip(self, task: list) -> None:
+    def _round_trip(self, task: list[Any]) -> None:
         """The handler's next step comes after one store round trip."""
         task[2] += 1
         ms, rank = self.trips.delay(task[1], task[2])
         self.kernel.after_ranked(ms, rank, self._step, task)
 
-    def _woken(self, arg: tuple[list, int]) -> None:
+    def _woken(self, arg: tuple[list[Any], int]) -> None:
         task, trips = arg
         if task[2] == trips:  # still parked: neither a notification nor its time up has woken it yet
             self._round_trip(task)
@@ -353,7 +353,7 @@ class UserHost:
 
     __slots__ = ("kernel", "network", "trace", "timeout", "retries", "pending")
 
-    def __init__(self, kernel: Kernel, network: Network, trace: list, *, request_timeout: int, retries: int) -> None:
+    def __init__(self, kernel: Kernel, network: Network, trace: list[Event], *, request_timeout: int, retries: int) -> None:
         self.kernel = kernel
         self.network = network
         self.trace = trace
@@ -376,7 +376,7 @@ class UserHost:
         if entry is not None and entry[1] < self.retries:
             self._send(entry[0], entry[1] + 1, entry[2])
 
-    def receive(self, message: tuple) -> None:
+    def receive(self, message: tuple[Any, ...]) -> None:
         if self.pending.pop(message[2] & ~RESPONSE, None) is not None:
             self.trace.append((self.kernel.now, "user", "recv", (OWN, message[3], message[2])))
 
@@ -386,14 +386,14 @@ class ResourceHost:
 
     __slots__ = ("kernel", "resource", "network", "trace", "ghost")
 
-    def __init__(self, kernel: Kernel, resource: Any, network: Network, trace: list, ghost: Any) -> None:
+    def __init__(self, kernel: Kernel, resource: Any, network: Network, trace: list[Event], ghost: Any) -> None:
         self.kernel = kernel
         self.resource = resource
         self.network = network
         self.trace = trace
         self.ghost = ghost
 
-    def receive(self, message: tuple) -> None:
+    def receive(self, message: tuple[Any, ...]) -> None:
         response = self.resource.write(message[3])
         self.trace.append((self.kernel.now, "resource", "recv", (RESOURCE_WRITE, message[3], message[0], response)))
         self.ghost.settle()

@@ -14,7 +14,7 @@ from typing import Callable
 
 from .kernel import Kernel
 from .rng import Keyed
-from .trace import CUT, DELAYED, format_time
+from .trace import CUT, DELAYED, Event, format_time
 
 
 Message = tuple[str, str, int, object]
@@ -25,7 +25,7 @@ class Network:
                  "_loss_below", "_duplicate_below", "_delay_below", "_delay_lo", "_delay_span", "pinned", "drawn")
 
     def __init__(self, kernel: Kernel, rng: Keyed, *, latency: tuple[int, int], loss: float, duplicate: float,
-                 delay: float, delay_by: tuple[int, int], trace: list, server: str) -> None:
+                 delay: float, delay_by: tuple[int, int], trace: list[Event], server: str) -> None:
         self.kernel = kernel
         self.rng = rng
         self.lo, self.span = latency[0], latency[1] - latency[0] + 1

@@ -69,7 +69,7 @@ class ClientProcess(Protocol):
     def skew(self, by: int) -> None:
         """Its wall clock is set back by ``by``."""
 
-    def receive(self, message: tuple) -> None: ...
+    def receive(self, message: tuple[Any, ...]) -> None: ...
 
 
 class ClientLifecycle:
@@ -196,7 +196,7 @@ class ServerLifecycle:
     def boot(self) -> None:
         raise NotImplementedError
 
-    def _accept(self, message: tuple) -> None:
+    def _accept(self, message: tuple[Any, ...]) -> None:
         raise NotImplementedError
 
     def _thaw(self) -> None:
@@ -232,7 +232,7 @@ class ServerLifecycle:
         if epoch == self.epoch:
             self.boot()
 
-    def receive(self, message: tuple) -> None:
+    def receive(self, message: tuple[Any, ...]) -> None:
         if self.paused_until > self.kernel.now:
             # Frozen: the request waits in the process's socket, and goes with the process if it restarts.
             self.kernel.at(self.paused_until, self._receive_waiting, (self.epoch, message))
@@ -244,7 +244,7 @@ class ServerLifecycle:
         self.trace.append((self.kernel.now, "server", "recv", (RECEIVED, payload, message[0], message[2])))
         self._accept(message)
 
-    def _receive_waiting(self, arg: tuple[int, tuple]) -> None:
+    def _receive_waiting(self, arg: tuple[int, tuple[Any, ...]]) -> None:
         epoch, message = arg
         if epoch == self.epoch:
             self.receive(message)
@@ -278,7 +278,7 @@ class ServerProcess(Protocol):
     def pin_slow(self, key: int, n: int, ms: int) -> None:
         """The handler of ``key`` takes ``ms`` longer over its ``n``-th store round trip."""
 
-    def receive(self, message: tuple) -> None: ...
+    def receive(self, message: tuple[Any, ...]) -> None: ...
 
 
 class Processes(Protocol):

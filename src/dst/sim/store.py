@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .kernel import Kernel
 from .rng import Keyed
-from .trace import SLOW, format_time
+from .trace import SLOW, Event, format_time
 
 RANKS = 1 << 20
 _SLOW = 1 << 40  # salts the draw that decides whether a store round trip is slow
@@ -26,7 +26,7 @@ class RoundTrips:
     __slots__ = ("kernel", "rng", "trace", "lo", "span", "pct", "_slow_below", "_slow_lo", "_slow_span", "pinned",
                  "drawn", "slowing")
 
-    def __init__(self, kernel: Kernel, rng: Keyed, trace: list, *, latency: tuple[int, int], scheduler: str = "uniform",
+    def __init__(self, kernel: Kernel, rng: Keyed, trace: list[Event], *, latency: tuple[int, int], scheduler: str = "uniform",
                  slow: float = 0.0, slow_by: tuple[int, int] = (0, 0)) -> None:
         self.kernel = kernel
         self.rng = rng

@@ -14,7 +14,7 @@ import hashlib
 import re
 from typing import Any, Iterable, Iterator
 
-from ..sut import format_time
+from ..sut import format_time as format_time  # the `%` placeholder's spelling, handed on: the trace's readers use it
 
 Event = tuple[int, str, str, Any]  # detail: a string, or a raw (template, *args) tuple
 RESPONSE = 1 << 63

@@ -55,7 +55,7 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     code = getattr(error, "sqlite_errorcode", None)
     if code is None:
         return "database is locked" in str(error)
-    return code & 0xFF == 5 and code != 517  # SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT
+    return bool(code & 0xFF == 5 and code != 517)  # SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT
 
 
 def _split(script: str) -> tuple[tuple[str, int], ...]:
