@@ -220,7 +220,7 @@ def test_the_recipe_runs_in_a_throwaway_repository_with_an_adapter_of_its_own(tm
     (repo / "scenarios" / "default.toml").write_text('name = "theirs"\n[run]\nduration = "60s"\n')
     (repo / "findings").mkdir()
     doc = yaml.safe_load(RECIPE.read_text())
-    env = dict(os.environ, **{**doc["env"], "DST_BUDGET": "2s"}, PYTHONPATH=str(repo))
+    env = dict(os.environ, **{**doc["env"], "DST_BUDGET": "1s"}, PYTHONPATH=str(repo))
     env.pop("COLUMNS", None)
     bindir = Path(sys.executable).parent
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"  # this dst, and this Python as "python"
@@ -244,7 +244,7 @@ def test_the_recipe_runs_in_a_throwaway_repository_with_an_adapter_of_its_own(tm
     assert ET.parse(repo / "report.xml").getroot().tag == "testsuites"
     # A finding of theirs (a bug their adapter can switch on, minimized by dst) replays as a test.
     found = subprocess.run(["dst", "fuzz", "--model", "my_service.dst_adapter:model", "--bug", "split-release",
-                            "--count", "100", "--workers", "1", "--findings", "findings"], cwd=repo, env=env,
+                            "--count", "30", "--workers", "1", "--findings", "findings"], cwd=repo, env=env,
                            capture_output=True, text=True)
     assert found.returncode == 1 and list((repo / "findings").glob("*.toml")), found.stdout[-2000:]
     run_job("findings")
