@@ -62,7 +62,7 @@ BUGS = (
 )
 
 
-class Table:
+class Table(aio.LeaseTable):
     """The store's leases and counts, on the adapter's own connection (the invariants read them, as a
     :class:`dst.aio.LeaseTable`)."""
 
@@ -101,13 +101,6 @@ class Table:
         db = self._db()
         row = db.execute("SELECT active FROM limits WHERE name = ?", (limit,)).fetchone() if db else None
         return int(row[0]) if row else 0
-
-    def expiry(self, lease: int) -> int | None:
-        found = [row.expiry for row in self.leases() if row.id == lease]
-        return found[0] if found else None
-
-    def lease_ids(self) -> list[int]:
-        return sorted(row.id for row in self.leases())
 
 
 def build(env: sut.Env[Options]) -> aio.System:

@@ -89,7 +89,7 @@ def holder(client: str) -> ConcurrencyLeaseHolder:
     return ConcurrencyLeaseHolder(type="task_run", id=uuid.uuid5(HOLDERS, client))
 
 
-class Table:
+class Table(aio.LeaseTable):
     """What Prefect's store holds: the counts in SQLite (``concurrency_limit_v2.active_slots``), the leases in its
     lease storage (the in-memory singleton, or the files the filesystem storage writes)."""
 
@@ -149,13 +149,6 @@ class Table:
     def count(self, limit: str) -> int:
         row = self._db().execute("SELECT active_slots FROM concurrency_limit_v2 WHERE name = ?", (limit,)).fetchone()
         return int(row[0]) if row else 0
-
-    def expiry(self, lease: int) -> int | None:
-        found = [row.expiry for row in self.leases() if row.id == lease]
-        return found[0] if found else None
-
-    def lease_ids(self) -> list[int]:
-        return sorted(row.id for row in self.leases())
 
 
 async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: float, failed: asyncio.Event) -> None:

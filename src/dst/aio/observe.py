@@ -44,6 +44,15 @@ class LeaseTable(LeaseView, Protocol):
     def leases(self) -> Iterable[LeaseRow]:
         """Every lease the store holds now."""
 
+    def expiry(self, lease: int) -> int | None:
+        """The lease's expiry, read from :meth:`leases` (a table that subclasses this one has it; one that can ask
+        its store for a single lease may answer faster)."""
+        return next((row.expiry for row in self.leases() if row.id == lease), None)
+
+    def lease_ids(self) -> list[int]:
+        """Every lease in :meth:`leases`, sorted (a table that subclasses this one has it)."""
+        return sorted(row.id for row in self.leases())
+
 
 class Books(Facts, Protocol):
     """The harness's side of the facts: it can also be told to check every count again."""

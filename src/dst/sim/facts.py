@@ -59,5 +59,22 @@ class TracedFacts:
         self.trace.append((self.kernel.now, "server", "store", (RUN_STATE, run, state)))
         self.facts.run_state(run, state)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.facts, name)  # the facts that change no store: passed on as they are
+    # The facts that change no store, passed on as they are (methods, not ``__getattr__``: a write or a release
+    # would pay for a failed lookup and its exception each time).
+    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+        self.facts.slots_returned(lease, limit, n)
+
+    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+        self.facts.write_accepted(holder, lease, token, target)
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        self.facts.write_refused(holder, lease, token, target)
+
+    def claimed(self, run: int, token: int) -> None:
+        self.facts.claimed(run, token)
+
+    def update_accepted(self, run: int, token: int, what: str) -> None:
+        self.facts.update_accepted(run, token, what)
+
+    def reached(self, situation: str) -> None:
+        self.facts.reached(situation)
