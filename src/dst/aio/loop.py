@@ -17,6 +17,10 @@ every task waits, and it never touches a selector, a thread or the wall clock.
   when it was made). A dead process's handles never run; a paused process's wait, in order, until it
   resumes. That is how a crash runs none of a process's code afterwards (no ``finally``, no ``except
   CancelledError``), and how a pause freezes a process with its memory intact.
+* **Sets of tasks iterate the same way.** asyncio and anyio keep tasks and futures in sets (a cancel scope
+  cancels ``for task in self._tasks``); an object's default hash is its address, which depends on what the
+  process allocated before, so such a loop visits them in an order no seed decides. The loop's tasks and
+  futures hash by their number in the run instead.
 * **Nothing real.** Threads, executors, sockets, subprocesses and signals are refused with one line that
   names the call and where it came from (:class:`~dst.aio.sandbox.Refusal`).
 """
@@ -27,6 +31,7 @@ import asyncio
 import contextlib
 import contextvars
 import gc
+import itertools
 import logging
 import sys
 import warnings
@@ -108,6 +113,30 @@ class _Timer(asyncio.TimerHandle):
         _fill(self, callback, args, loop, context, process)
 
 
+class _Task(asyncio.Task):  # type: ignore[type-arg]
+    """A task that hashes by its number in the run: a set of tasks iterates in an order the seed decides."""
+
+    __slots__ = ("_number",)
+    _number: int
+
+    def __init__(self, coro: Any, *, loop: Loop, name: str, context: contextvars.Context | None, number: int) -> None:
+        self._number = number  # before asyncio's own init, which adds the task to a (weak) set
+        super().__init__(coro, loop=loop, name=name, context=context)
+
+    def __hash__(self) -> int:
+        return self._number
+
+
+class _Future(asyncio.Future):  # type: ignore[type-arg]
+    """A future that hashes by its number in the run (``asyncio.wait`` keeps futures in sets)."""
+
+    __slots__ = ("_number",)
+    _number: int
+
+    def __hash__(self) -> int:
+        return self._number
+
+
 # Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.
 _LoopBase: Any = asyncio.AbstractEventLoop
 
@@ -138,6 +167,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         self.patches: list[Any] = []  # entered with the loop by running(): the sandbox, the aiosqlite drop-in
         self.inline: Any = None  # thread-pool work run inline (InlineThreads), when the system asks for it
         self._run_handle = self._run  # bound once: the hot path passes it to the kernel
+        self._numbers = itertools.count(1)  # the hashes of the run's tasks and futures
         self._soon = kernel.soon
 
     # --- time --------------------------------------------------------------------------------------
@@ -248,7 +278,9 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
     # --- futures and tasks -----------------------------------------------------------------------------
 
     def create_future(self) -> asyncio.Future[Any]:
-        return asyncio.Future(loop=self)
+        future = _Future(loop=self)
+        future._number = next(self._numbers)
+        return future
 
     def create_task(self, coro: Coroutine[Any, Any, T] | Any, *, name: str | None = None,
                     context: contextvars.Context | None = None) -> asyncio.Task[T]:
@@ -257,7 +289,8 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         else:
             # Named for its coroutine (asyncio's Task-N counts every task the process ever made: not a name a
             # second run of the seed would give it, and not one that tells the story).
-            task = asyncio.Task(coro, loop=self, name=name if name is not None else _name_of(coro), context=context)
+            task = _Task(coro, loop=self, name=name if name is not None else _name_of(coro), context=context,
+                         number=next(self._numbers))
         task.add_done_callback(self._task_ended)
         tasks = self.process.tasks
         tasks.append(task)
