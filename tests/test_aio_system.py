@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import aio_models
-from dst.cli import main
+from dst.cli import EXIT_MODEL_ERROR, main
 from dst.runner import run
 from dst.scenario import parse_scenario
 
@@ -91,13 +91,13 @@ jobs = 0
     ("socket", "loop.create_connection()", "network"),
     ("swallowed", "threading.Thread.start()", "asyncio"),  # caught by the service: the run ends all the same
 ])
-def test_what_a_simulated_run_cannot_have_is_one_line_naming_the_call_and_the_users_line(model, call, instead,
-                                                                                         tmp_path, capsys):
-    assert main(["run", "--seed", "1", "--scenario", scenario_file(tmp_path, model)]) == 2
+def test_what_a_simulated_run_cannot_have_is_a_model_error_naming_the_call_and_the_users_line(model, call, instead,
+                                                                                              tmp_path, capsys):
+    assert main(["run", "--seed", "1", "--scenario", scenario_file(tmp_path, model)]) == EXIT_MODEL_ERROR
     out, err = capsys.readouterr()
-    [line] = err.strip().splitlines()
+    [line] = [line for line in out.splitlines() if line.startswith("model-error: ")]
     assert call in line and instead in line and "aio_models.py:" in line, line
-    assert "Traceback" not in out + err
+    assert "MODEL ERROR at t=" in out and "Traceback" not in out + err
 
 
 def test_the_service_reads_virtual_time_from_the_real_clock_functions():
@@ -156,9 +156,9 @@ def test_thread_pool_work_runs_inline_when_the_system_asks_and_is_refused_otherw
     steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"}]
     result = run(scripted("sync_fastapi", steps), 1)
     assert result.jobs == {"42 threaded": 1}  # FastAPI's plain-def dependency and endpoint, and asyncio.to_thread
-    assert main(["run", "--seed", "1", "--scenario", scenario_file(tmp_path, "sync_fastapi_refused")]) == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("dst: threading.Thread.start() called at ") and "inline_threads=True" in line
+    assert main(["run", "--seed", "1", "--scenario", scenario_file(tmp_path, "sync_fastapi_refused")]) == EXIT_MODEL_ERROR
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("model-error: ")]
+    assert line.startswith("model-error: server: threading.Thread.start() called at ") and "inline_threads=True" in line
 
 
 def test_a_service_with_two_stores_is_checked_only_when_settled():

@@ -17,3 +17,23 @@ class UserError(ValueError):
     def line(self) -> str:
         """The error as the command line prints it."""
         return f"{self.prefix}{self}"
+
+
+MODEL_ERROR = "model-error"
+"""The outcome of a run that the model's own code ended: it raised (a handler, a job, its build), or did what a
+simulated run refuses (a thread, a socket), or broke the seam's contract. Reported, grouped, minimized and
+replayed as a violation of an invariant of this name, and told apart from violations wherever outcomes are
+counted (a campaign's exit code is 3)."""
+
+BUILD_RAISED = "the model's build raised "  # how a model error of the build begins (a finding's title reads it)
+
+
+class ModelFault(Exception):
+    """What the harness found wrong in a model while it ran: a call it refuses (a thread, a socket, the real
+    world), or a broken contract of the seam (a request no handler takes, a work slice that is not positive).
+    ``str()`` is one line; the run ends with it as the model's error, its outcome, like an exception the
+    model's own code raised."""
+
+
+class ContractError(ModelFault, ValueError):
+    """The model broke the contract of the seam it plugs into (see :class:`ModelFault`)."""

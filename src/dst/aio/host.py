@@ -20,16 +20,17 @@ import contextvars
 from collections import deque
 from typing import Any, Callable, Mapping
 
-from ..sim.process import ClientLifecycle, ServerLifecycle, Targets
+from ..errors import ContractError
+from ..frames import where_raised
 from ..invariants.ghost import FactsGate
 from ..models import ModelError
+from ..sim.process import ClientLifecycle, ServerLifecycle, Targets
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
 from ..sim.trace import BOOT, OWN, RESPONSE, SENT, Event, background_key, message_key
 from .loop import REQUEST, VIRTUAL_EPOCH_MS, Loop, Process
 from .observe import Observer
-from .sandbox import where_raised
 from .wire import HttpRequest, HttpResponse, RemoteError
 
 async def _moment(process: Any, name: str) -> None:
@@ -178,7 +179,7 @@ class Server(Process, ServerLifecycle):
             else:
                 handler = self.app.get(payload.__class__) if isinstance(self.app, Mapping) else None
                 if handler is None:
-                    raise TypeError(f"the service has no handler for {payload.__class__.__name__} requests")
+                    raise ContractError(f"the service has no handler for {payload.__class__.__name__} requests")
                 response = await handler(payload)
         except Exception as e:  # the service's own error: a real server logs it and answers with an error
             self.trace.append((self.kernel.now, "server", "error", f"{type(e).__name__}: {e} at {where_raised(e)}"))
@@ -332,7 +333,7 @@ class Client(Process, ClientLifecycle):
     async def work(self, handle: Any, ms: int) -> int:
         """Protected work under ``handle`` for ``ms``; returns the ms not done (a pause cut it)."""
         if ms <= 0:
-            raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")
+            raise ContractError(f"{self.name}: a work slice must be positive, got {ms}")
         loop = self.loop
         self.working = handle
         self.work_end = self.kernel.now + ms

@@ -29,12 +29,13 @@ from typing import Callable, Sequence
 from ..errors import UserError
 from ..explore.pool import Terminated
 from . import bugs, campaigns, one_run, pages
-from .command import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION
+from .command import (EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE,
+                      EXIT_VIOLATION)
 from .output import OutputError, Stream, error, silence
 from .parser import build_parser
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE", "EXIT_VIOLATION",
-           "build_parser", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_MODEL_ERROR", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE",
+           "EXIT_VIOLATION", "build_parser", "main"]
 
 # Each command's handler, by its name in the parser: it returns the exit code.
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -15,9 +15,11 @@ from ..explore.cluster import ClusterError, ClusterExecutor
 from ..explore import report
 from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, pick, seeds, tallied
 from ..explore.pool import StopRequest, Terminated
+from ..explore.shrink import NotDeterministic
 from ..findings import ready
 from ..scenario import Scenario, load_scenario
-from .command import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError, scenario_from
+from .command import (EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError,
+                      scenario_from)
 from .output import error, rich_console
 from .parser import DEFAULT_WORKERS
 
@@ -69,7 +71,7 @@ def dst_fuzz(args: argparse.Namespace) -> int:
         progress.update(tally, time.monotonic() - started)
         if recorder is not None and outcome.invariant is not None:
             recorder.consider(outcome, tally)
-        return bool(args.stop_on_first and tally.violations)
+        return bool(args.stop_on_first and (tally.violations or tally.model_errors))
 
     asked = False
     lost: ClusterError | None = None  # the cluster's failure that ended the campaign early, if one did
@@ -97,6 +99,8 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     if lost is not None:
         error(f"{lost.line()} (the report above is of the seeds it ran before)")
         return EXIT_USAGE
+    if tally.model_errors:
+        return EXIT_MODEL_ERROR
     if tally.violations:
         return EXIT_VIOLATION
     return interrupted or EXIT_OK
@@ -161,8 +165,12 @@ class _Recorder:
         if self.tried.get(sig, 0) >= self.args.shrink_candidates or self.stop.event.is_set():
             return
         self.tried[sig] = self.tried.get(sig, 0) + 1
-        shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm,
-                          stopped=self.stop.event.is_set)
+        try:
+            shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm,
+                              stopped=self.stop.event.is_set)
+        except NotDeterministic as e:  # said, and the campaign goes on: a finding of it would not replay
+            error(f"{e.line()}; no finding written for seed {outcome.seed}")
+            return
         if shrunk is None:
             return
         best = self.best.get(sig)
@@ -195,6 +203,8 @@ def dst_merge(args: argparse.Namespace) -> int:
     merged = merge_reports([report.read(name) for name in args.files])
     if not _publish(args, merged):
         return EXIT_USAGE
+    if merged.get("model_errors", 0):
+        return EXIT_MODEL_ERROR
     return EXIT_VIOLATION if merged["violations"] else EXIT_OK
 
 

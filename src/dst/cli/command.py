@@ -6,14 +6,22 @@ import argparse
 
 import attrs
 
-from ..errors import UserError
+from ..errors import MODEL_ERROR, UserError
 from ..models import ModelError, resolve
-from ..runner import check
+from ..runner import RunResult, check
 from ..scenario import Scenario, dropped, load_scenario
 from .output import error
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+EXIT_MODEL_ERROR = 3  # the model's own code ended a run (it raised, or did what a simulated run refuses)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
+
+
+def exit_code(result: RunResult) -> int:
+    """A run's exit code: 0 no violation, 1 a violation, 3 the model's own error."""
+    if result.outcome == MODEL_ERROR:
+        return EXIT_MODEL_ERROR
+    return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
 class UsageError(UserError):

@@ -20,7 +20,7 @@ from ..scenario import Scenario
 from ..sim.trace import Event, first_difference, format_event
 from ..present.terminal import lane_order
 from ..text import one_line
-from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, scenario_from
+from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, exit_code, scenario_from
 from .output import error, rich_console
 
 
@@ -66,7 +66,7 @@ def dst_run(args: argparse.Namespace) -> int:
                 console.print(plain(("determinism", "bold red"), f": {divergence}"))
     if divergence is not None:
         return EXIT_VIOLATION
-    return EXIT_OK if result.ok else EXIT_VIOLATION
+    return exit_code(result)
 
 
 def _replay_here(scenario: Scenario, seed: int, result: RunResult) -> str | None:
@@ -137,7 +137,7 @@ def dst_shrink(args: argparse.Namespace) -> int:
             console.print(plain(f"  {step.describe()}"))
         verb = "wrote" if recorded.written else "already known as"
         console.print(plain(f"{verb} ", (str(recorded.path), "cyan")))
-    return EXIT_VIOLATION
+    return exit_code(shrunk.result)
 
 
 # --- dst replay -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any, Callable, Generator, Iterable, Iterator, Sequence
 
 import attrs
 
+from ..errors import MODEL_ERROR
 from ..invariants import shape
 from ..invariants.situations import catalogue
 from ..runner import Cut, RunResult, on_model, run
@@ -210,6 +211,7 @@ class Tally:
     seeds_run: int = 0
     events: int = 0
     violations: int = 0
+    model_errors: int = 0  # runs the model's own code ended (dst.MODEL_ERROR): not violations, and told apart
     groups: dict[str, _Tallied] = attrs.Factory(dict)
     last_seed: int | None = None
     unjudged: dict[str, _Tallied] = attrs.Factory(dict)  # by kind: runs that ended before they could be judged
@@ -229,7 +231,10 @@ class Tally:
         signature = outcome.signature
         if signature is None:
             return None
-        self.violations += 1
+        if outcome.invariant == MODEL_ERROR:
+            self.model_errors += 1
+        else:
+            self.violations += 1
         group = self.groups.get(signature)
         if group is None:
             group = self.groups[signature] = _Tallied(signature, outcome.invariant or "", outcome)
@@ -272,6 +277,7 @@ class FuzzResult:
     last_seed: int | None
     events: int
     violations: int  # runs that violated an invariant
+    model_errors: int  # runs that the model's own code ended (a signature's invariant is then dst.MODEL_ERROR)
     signatures: tuple[Group, ...]  # the violations, one group per signature, in the order they were first met
     unjudged: tuple[Group, ...]  # runs that ended before they could be judged, one group per kind
     invariants: tuple[str, ...]  # the invariants some run checked
@@ -282,8 +288,8 @@ class FuzzResult:
 
     @property
     def ok(self) -> bool:
-        """No run violated an invariant."""
-        return self.violations == 0
+        """No run violated an invariant, and none ended in the model's own error."""
+        return self.violations == 0 and self.model_errors == 0
 
     def explain(self) -> str:
         """The campaign for a person: what ran, and each signature with its seeds and the command that runs
@@ -293,6 +299,7 @@ class FuzzResult:
         count = len(self.signatures)
         lines = [f"{' + '.join(dict.fromkeys(self.scenarios))}: {self.seeds_run:,} seed{plural} run{why[self.stopped]}, "
                  f"{self.violations:,} violated an invariant"
+                 + (f", {self.model_errors:,} ended in the model's own error" if self.model_errors else "")
                  + (f", in {count} signature{'' if count == 1 else 's'}:" if count else "")]
         for group in self.signatures:
             shown = ", ".join(map(str, group.seeds[:SEEDS_SHOWN])) + (", ..." if group.count > SEEDS_SHOWN else "")
@@ -381,7 +388,7 @@ def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stop
     coverage = tally.coverage.report(situations, tally.checked)
     return FuzzResult(
         scenarios=tuple(s.name for s in scenarios), swarm=use_swarm, seeds_run=tally.seeds_run, last_seed=tally.last_seed,
-        events=tally.events, violations=tally.violations,
+        events=tally.events, violations=tally.violations, model_errors=tally.model_errors,
         signatures=tuple(group(key, t) for key, t in sorted(tally.groups.items(), key=lambda kt: kt[1].first.seed)),
         unjudged=tuple(group(kind, t) for kind, t in sorted(tally.unjudged.items())),
         invariants=tuple(sorted(tally.checked)),

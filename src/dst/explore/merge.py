@@ -192,6 +192,7 @@ def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
         "seeds_run": sum(r["seeds_run"] for r in bodies),
         "events": sum(r["events"] for r in bodies),
         "violations": sum(r["violations"] for r in bodies),
+        "model_errors": sum(r.get("model_errors", 0) for r in bodies),
         "interrupted": any(r["interrupted"] for r in bodies),
         "wall_seconds": max(r["wall_seconds"] for r in bodies),
         "seeds_per_second": round(sum(rates), 1) if rates else None,

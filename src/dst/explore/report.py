@@ -180,6 +180,7 @@ class Report(TypedDict):
     seeds_run: _Count
     events: _Count
     violations: _Count
+    model_errors: NotRequired[_Count]  # runs the model's own code ended; absent from reports older than it: 0
     interrupted: _Flag
     wall_seconds: Annotated[float, _Holds(_number, "a number")]
     seeds_per_second: Annotated[float | None, _Holds(_or_null(_number), "a number or null")]
@@ -215,6 +216,7 @@ def build(result: FuzzResult, scenarios: Sequence[Scenario], *, first: int, stop
         "seeds_run": result.seeds_run,
         "events": result.events,
         "violations": result.violations,
+        "model_errors": result.model_errors,
         "interrupted": interrupted,
         "wall_seconds": result.wall_seconds,
         "seeds_per_second": rate,

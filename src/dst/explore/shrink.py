@@ -36,8 +36,10 @@ from typing import Any, Callable, Iterable, Iterator, cast
 
 import attrs
 
+from ..errors import MODEL_ERROR, UserError
 from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
+from ..invariants import shape
 from ..sim.trace import parse_key
 from ..runner import RunResult, run
 from ..scenario import Scenario, scripted
@@ -89,13 +91,27 @@ def size(s: Scenario) -> tuple[int, ...]:
             sum(cap for _, cap in s.model.limits), noise, max((int(a[1:]) for a in clients), default=0))
 
 
+class NotDeterministic(UserError):
+    """The same seed ran two ways: the model depends on something the seed does not decide."""
+
+
+def _same_run(scenario: Scenario, seed: int, first: RunResult, again: RunResult) -> None:
+    if again.digest != first.digest:
+        raise NotDeterministic(
+            f"{scenario.name}, seed {seed}: the same run went two ways (trace digests {first.digest[:12]} and "
+            f"{again.digest[:12]}), so it cannot be minimized: the model depends on something the seed does not "
+            f"decide (the real clock, the global random module, the order of a set of objects, a thread); "
+            f"dst run --check-determinism shows where the runs part")
+
+
 class Shrinker:
     def __init__(self, scenario: Scenario, seed: int, invariant: str, *, max_runs: int = 3000,
                  seconds: float = 120.0, clock: Callable[[], float] = time.monotonic,
-                 stopped: Callable[[], bool] = lambda: False) -> None:
+                 stopped: Callable[[], bool] = lambda: False, error_shape: str | None = None) -> None:
         self.stopped = stopped
         self.seed = seed
         self.invariant = invariant
+        self.error_shape = error_shape  # a model error: the shape of its message (the same error, where raised)
         self.max_runs = max_runs
         self.deadline = clock() + seconds
         self.clock = clock
@@ -117,6 +133,8 @@ class Shrinker:
         result = run(candidate, self.seed)
         if result.violation is None or result.violation.invariant != self.invariant:
             return False
+        if self.error_shape is not None and shape(result.violation.message) != self.error_shape:
+            return False  # another error of the model's: not the one being minimized
         self.best, self.best_result = candidate, result
         return True
 
@@ -297,14 +315,16 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
         raise ValueError(f"the run does not violate {invariant}: nothing to minimize")
     explicit = pin_draws(start, first)
     again = run(explicit, seed)
-    assert again.digest == first.digest, "pinning the draws' faults changed the run"
+    _same_run(scenario, seed, first, again)
     start, first = explicit, again
-    shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock, stopped=stopped)
+    error_shape = shape(first.violation.message) if invariant == MODEL_ERROR else None  # type: ignore[union-attr]
+    shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock, stopped=stopped,
+                        error_shape=error_shape)
     shrinker.best_result = first
     stop = shrinker.shrink()
     best = scripted(shrinker.best, shrinker.best.steps or ())  # fewer clients now: say so in the file
     final = run(best, seed)
-    assert final.digest == (shrinker.best_result or first).digest, "tidying the scenario changed the run"
+    _same_run(scenario, seed, shrinker.best_result or first, final)
     best = _stamped(best, final)  # labels only: the run is the same, and its result says so
     final = attrs.evolve(final, ran=best, plan=best.steps or ())
     return Shrunk(best, seed, final, len(plan), shrinker.runs + 3, clock() - began, stop)

@@ -9,13 +9,14 @@ the run is expected to do (the violated invariant, its message, the trace digest
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
 import attrs
 
 from ..version import __version__
-from ..errors import UserError
+from ..errors import BUILD_RAISED, MODEL_ERROR, UserError
 from ..faults import FAULTS, fault_of
 from ..files import FileError, read_toml, where
 from ..invariants import BY_ID
@@ -70,13 +71,30 @@ def signature(impl: str, bugs: Iterable[str], invariant: str, shape: str) -> str
 def title(finding_invariant: str, message: str, scenario: Scenario, trace: Iterable[Event]) -> str:
     """A readable summary of what happened: what broke, and the fault that set it up."""
     unit = BY_ID.get(finding_invariant)
-    what = unit.titled(message) if unit is not None else finding_invariant
+    what = unit.titled(message) if unit is not None else (
+        _model_error_title(message) if finding_invariant == MODEL_ERROR else finding_invariant)
     faults = [kind for kind in map(fault_of, scenario.steps or ()) if kind is not None]
     seen = {e[2] for e in trace if e[1] in ("net", "server")}  # what the draws did, if the steps do not say
     faults += [kind for kind in FAULTS if kind.pinned and kind.drawn_as in seen]
     if faults:
         return f"{what}-{min(faults, key=lambda kind: kind.title_rank).title}"
     return what
+
+
+def _model_error_title(message: str) -> str:
+    """A model error's words: ``c2: KeyError: 'boom' at my_limiter.py:32 in Limiter.renew`` ->
+    ``the-model-raised-keyerror-in-limiter-renew``; a refusal (``... threading.Thread.start() called at ...``) ->
+    ``the-model-called-threading-thread-start``; a build that raised -> ``the-model-s-build-raised-typeerror``."""
+    said = message.split(": ", 1)[-1]
+    called = re.match(r"([\w.]+)(\(\))? called at ", said)
+    if called:
+        words = f"the model called {called.group(1)}"
+    elif said.startswith(BUILD_RAISED):
+        words = BUILD_RAISED + re.split(r"[: ]", said[len(BUILD_RAISED):], maxsplit=1)[0]
+    else:
+        where = re.search(r" in ([\w.<>]+)$", said)
+        words = f"the model raised {re.split(r'[: ]', said, maxsplit=1)[0]}" + (f" in {where.group(1)}" if where else "")
+    return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")[:80]
 
 
 # --- writing ------------------------------------------------------------------------------------------
@@ -152,11 +170,12 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
         time = parse_duration(recorded)
     except ValueError as e:
         raise FindingError(f"{at}: finding.time: {e}") from None
-    if not scenario.steps:
-        raise FindingError(f"{at}: steps: expected the finding's steps (at least one)")
     invariant = need("invariant", str, "an invariant id")
-    if invariant not in scenario.invariants:
-        raise FindingError(f"{at}: finding.invariant: expected one of the scenario's invariants, "
+    if not scenario.steps and invariant != MODEL_ERROR:  # a model whose build raises needs no step
+        raise FindingError(f"{at}: steps: expected the finding's steps (at least one)")
+    if invariant not in scenario.invariants and invariant != MODEL_ERROR:
+        raise FindingError(f"{at}: finding.invariant: expected one of the scenario's invariants or "
+                           f"{MODEL_ERROR!r}, "
                            f"got {shorten(invariant)}")
     origin, minimizer = meta.get("origin", {}), meta.get("minimizer", {})
     return Finding(

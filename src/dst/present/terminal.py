@@ -72,8 +72,7 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
     elif result.violation is None:
         table.add_row("result", Text("no violation", style="bold green"))
     else:
-        v = result.violation
-        table.add_row("result", plain((f"VIOLATION of {v.invariant} at t={format_time(v.time)}", "bold red")))
+        table.add_row("result", plain((result.headline, "bold red")))
     table.add_row("digest", result.digest)
     table.add_row("wall time", f"{wall_seconds:.3f}s")
     console.print(table)
@@ -133,7 +132,8 @@ class FuzzProgress:
             lefts.append(max(0, self._total - tally.seeds_run) / rate)
         left = f", {min(lefts):.0f}s left" if lefts else ""
         plural = "" if tally.violations == 1 else "s"
-        return f"{tally.seeds_run:,} seeds, {rate:.0f}/s, {tally.violations:,} violation{plural}{left}"
+        errors = f", {tally.model_errors:,} model error{'' if tally.model_errors == 1 else 's'}" if tally.model_errors else ""
+        return f"{tally.seeds_run:,} seeds, {rate:.0f}/s, {tally.violations:,} violation{plural}{errors}{left}"
 
     def update(self, tally: Any, elapsed: float) -> None:
         """Called after each seed with the seconds since the campaign began (from the caller's clock)."""
@@ -142,7 +142,7 @@ class FuzzProgress:
                 self._next_line = (elapsed // self._line_seconds + 1) * self._line_seconds
                 self._console.print(plain(f"dst fuzz: {self.status(tally, elapsed)}"))
             return
-        if elapsed - self._shown < 0.1 and tally.violations == 0:
+        if elapsed - self._shown < 0.1 and tally.violations == 0 and tally.model_errors == 0:
             return  # redraw at most ten times a second
         self._shown = elapsed
         self._progress.update(self._task, completed=tally.seeds_run, description=self.status(tally, elapsed))
@@ -164,8 +164,11 @@ def render_fuzz(console: Console, report: Report) -> None:
                  f"{', swarm' if report['swarm'] else ''}"
                  + (f"; shard(s) {', '.join(map(str, missing))} missing" if missing else ""))
     grid.add_row("speed", f"{report['seeds_per_second']} seeds/s, {report['events']:,} events in {report['wall_seconds']}s")
-    style = "bold red" if report["violations"] else "bold green"
-    grid.add_row("result", Text(f"{report['violations']} violation(s) in {len(report['signatures'])} signature(s)"
+    errors = report.get("model_errors", 0)
+    style = "bold red" if report["violations"] or errors else "bold green"
+    grid.add_row("result", Text(f"{report['violations']} violation(s)"
+                                + (f" and {errors} model error(s)" if errors else "")
+                                + f" in {len(report['signatures'])} signature(s)"
                                 + (" (interrupted)" if report["interrupted"] else ""), style=style))
     for group in report["unjudged"]:
         grid.add_row(plain(group["kind"]), plain((f"{group['count']} seed(s) not judged in full; first, seed "
@@ -283,7 +286,7 @@ def render_timeline(console: Console, result: RunResult, events: Sequence[Event]
         console.print(plain((f"{format_time(time):>10}  {lanes}  {actor} {kind} {detail}".rstrip(), style)))
     v = result.violation
     if v is not None:
-        console.print(plain((f"{format_time(v.time):>10}  {'':{len(actors) * 4 - 1}}  ✗ {v.invariant}: {v.message}",
+        console.print(plain((f"{format_time(v.time):>10}  {'':{max(0, len(actors) * 4 - 1)}}  ✗ {v.invariant}: {v.message}",
                              "bold red reverse")))
     if events is not None and len(events) < len(result.trace):
         console.print(Text(f"{len(events):,} of the run's {len(result.trace):,} events", style="dim"))

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from ..causal import causal_slice
+from ..errors import MODEL_ERROR
 from ..faults import BY_NAME, befell
 from ..plan import Step, make_step
 from ..scenario import Scenario
@@ -83,10 +84,20 @@ class RunResult:
 
     @property
     def outcome(self) -> str:
-        """``"ok"``, ``"violation"``, or how the run went unjudged (``"undrained"``, ``"over-budget"``)."""
+        """``"ok"``, ``"violation"``, ``"model-error"`` (the model's own code ended the run), or how the run went
+        unjudged (``"undrained"``, ``"over-budget"``)."""
         if self.violation is not None:
-            return "violation"
+            return MODEL_ERROR if self.violation.invariant == MODEL_ERROR else "violation"
         return "ok" if self.unjudged is None else self.unjudged.kind
+
+    @property
+    def headline(self) -> str:
+        """What ended the run, in a few words: ``VIOLATION of capacity at t=1.2s``, ``MODEL ERROR at t=19ms``."""
+        v = self.violation
+        if v is None:
+            return "no violation"
+        what = "MODEL ERROR" if v.invariant == MODEL_ERROR else f"VIOLATION of {v.invariant}"
+        return f"{what} at t={format_time(v.time)}"
 
     @functools.cached_property
     def digest(self) -> str:
@@ -158,7 +169,7 @@ class RunResult:
             return f"{head}: no violation{why} ({self.events:,} events, {format_time(self.virtual_time)} of virtual time)"
         v, led = self.violation, self.causal()
         again = self.reproduce
-        lines = [f"{head}: VIOLATION of {v.invariant} at t={format_time(v.time)}", f"  {v.message}",
+        lines = [f"{head}: {self.headline}", f"  {v.message}",
                  f"the {len(led):,} events that led to it (of {len(self.trace):,}):",
                  *(f"  {format_event(e)}" for e in led),
                  f"run it again: {again}" if again else

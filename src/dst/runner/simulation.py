@@ -17,6 +17,8 @@ from typing import Any, Callable, Mapping, cast
 
 import attrs
 
+from ..errors import BUILD_RAISED, MODEL_ERROR, ModelFault, UserError
+from ..frames import described, raised_in, short
 from ..invariants import BY_ID, Ghost, Violation
 from ..invariants.ghost import FactsGate
 from ..invariants.situations import cases_met, catalogue
@@ -25,7 +27,7 @@ from ..faults import fault_of, is_pinned
 from ..plan import Step, is_client
 from ..scenario import Scenario, with_model
 from ..sim.facts import TracedFacts
-from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling
+from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling, raised_by
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.process import ClientProcess, ServerProcess
@@ -118,9 +120,19 @@ class Simulation:
                   workload=Workload(retries=wl.retries, write_time=wl.write_time, acquire_patience=wl.acquire_patience,
                                     active_until=self.active_until, runs=has_runs))
         model, self._close = scenario.model.resolve(), None
+        self.build_error: str | None = None  # what the model's build raised: the run is a model error at once
         try:
             with _SignalsHeld():  # a signal waits, then strikes with the close in place
-                self.system: Any = model.build(env)
+                try:
+                    self.system: Any = model.build(env)
+                except UserError:
+                    raise  # the build's own refusal of the scenario (an option it cannot take): one line, exit 2
+                except Exception as e:  # the run is a model error at once; a raise before the build's first
+                    code = getattr(model.build, "__code__", None)  # line (a wrong signature) is named by the build
+                    at = "" if raised_in(e) is not None or code is None else (
+                        f" (the build: {short(code.co_filename)}:{code.co_firstlineno} {code.co_qualname})")
+                    self.build_error = f"{BUILD_RAISED}{described(e)}{at}"
+                    return
                 systems = (System, *_aio_systems())  # either kind of system has a close
                 self._close = getattr(self.system, "close", None) if isinstance(self.system, systems) else None
             self._assemble(streams, has_runs)
@@ -226,20 +238,17 @@ class Simulation:
         # Like timeit, a run switches the cycle collector off: nothing here makes a reference cycle per
         # event (refcounting frees it all), and with hundreds of clients the collector's repeated scans of
         # the live state cost as much as the events themselves. It is back on when the run returns.
+        if self.build_error is not None:
+            return self._build_failed(self.build_error)
         collecting = gc.isenabled()
         gc.disable()
         try:
             if self.aio:
-                from ..aio.sandbox import Refusal
-
-                try:
-                    with self.loop.running():  # the loop is asyncio's running loop, and the sandbox is up
-                        try:
-                            return self._run()
-                        finally:  # what is still pending is dropped with the sandbox up: a dead process's
-                            self.loop.close(collect=True)  # last words, if any, reach nothing real
-                except Refusal as refusal:  # the model asked for something real: one line, as a model error
-                    raise ModelError(str(refusal)) from None
+                with self.loop.running():  # the loop is asyncio's running loop, and the sandbox is up
+                    try:
+                        return self._run()
+                    finally:  # what is still pending is dropped with the sandbox up: a dead process's
+                        self.loop.close(collect=True)  # last words, if any, reach nothing real
             return self._run()
         finally:
             self.close()
@@ -338,6 +347,29 @@ class Simulation:
             unjudged = Unjudged("over-budget", f"passed run.max_events ({scenario.run.max_events:,} events) at "
                                                f"t={format_time(kernel.now)}: a larger max_events, or a smaller "
                                                f"workload")
+        except Cut:
+            raise
+        except Exception as e:  # the model's own error (or what the sandbox refused it): an outcome of the run
+            if raised_in(e) is None and not isinstance(e, ModelFault):
+                raise  # none of the user's code is on its way: dst's own bug, with its traceback
+            actor = self.loop.process.name if self.aio else raised_by(e)
+            during = self.loop.server_key() if self.aio else handling(e)
+            told = str(e) if isinstance(e, ModelFault) else described(e)  # a fault's line names the user's frame
+            self.trace.append((kernel.now, actor, "error", told))
+            violation = ViolationReport(MODEL_ERROR, kernel.now, len(self.trace), f"{actor}: {told}",
+                                        None if during is None else key_name(during))
+        return self._result(violation, unjudged)
+
+    def _build_failed(self, error: str) -> RunResult:
+        """The result of a run whose model's build raised: a model error at t=0, and nothing else ran."""
+        event = (0, SERVER, "error", error)
+        return RunResult(ran=self.scenario, seed=self.seed, plan=self.plan, virtual_time=0, events=0,
+                         raw_trace=(event,), faults={}, invariants=tuple(self.scenario.invariants), checks=0, jobs={},
+                         violation=ViolationReport(MODEL_ERROR, 0, 1, f"{SERVER}: {error}"),
+                         plan_given=self.plan_given)
+
+    def _result(self, violation: ViolationReport | None, unjudged: Unjudged | None) -> RunResult:
+        kernel, scenario = self.kernel, self.scenario
         jobs: Counter[str] = Counter()
         for host in self.clients.values():
             jobs.update(host.ended)

@@ -21,7 +21,7 @@ from collections import deque
 from functools import partial
 from typing import Any, Callable
 
-from ..errors import UserError
+from ..errors import ContractError, UserError
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network
@@ -169,7 +169,7 @@ class ClientHost(ClientLifecycle):
         elif op == WORK:
             lease, ms = command[1], command[2]
             if ms <= 0:
-                raise ValueError(f"{self.name}: a work slice must be positive, got {ms}")  # a model's bug
+                raise ContractError(f"{self.name}: a work slice must be positive, got {ms}")
             self.working = lease
             self.work_end = kernel.now + ms
             self.ghost.work_started(self.name, lease)
@@ -177,7 +177,7 @@ class ClientHost(ClientLifecycle):
         elif op == SLEEP:
             kernel.after(command[1], self._wake, (self.wait, None))
         else:
-            raise ValueError(f"{self.name}: unknown command {command!r}")
+            raise ContractError(f"{self.name}: unknown command {command!r}")
 
     def receive(self, message: tuple[Any, ...]) -> None:
         key = message[2]
@@ -262,7 +262,7 @@ class ServerHost(ServerLifecycle):
         payload = message[3]
         handle = self.routes.get(payload.__class__)
         if handle is None:
-            raise TypeError(f"the service has no handler for {payload.__class__.__name__} requests "
+            raise ContractError(f"the service has no handler for {payload.__class__.__name__} requests "
                             f"(its handlers: {', '.join(sorted(t.__name__ for t in self.routes))})")
         # A task is [handler, key for its draws, steps taken, request message, epoch].
         self.serving += 1
@@ -345,6 +345,22 @@ def handling(error: BaseException) -> int | None:
 
 
 _SERVER_STEP = ServerHost._step.__code__
+
+
+def raised_by(error: BaseException) -> str:
+    """The name of the process whose code ``error`` was raised in (the innermost host on its traceback):
+    a client's, ``server``, ``resource`` or ``user``. Read from the traceback, like :func:`handling`."""
+    name, tb = "server", error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == __file__:
+            host = frame.f_locals.get("self")
+            if isinstance(host, ClientHost):
+                name = host.name
+            elif isinstance(host, (ServerHost, ResourceHost, UserHost)):
+                name = {ServerHost: "server", ResourceHost: "resource", UserHost: "user"}[type(host)]
+        tb = tb.tb_next
+    return name
 
 
 class UserHost:

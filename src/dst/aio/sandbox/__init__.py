@@ -39,12 +39,15 @@ from typing import Any, Callable
 
 from . import active
 from .patches import _patches, real
-from .refusals import _IMPORTS, _KINDS, _USER, Refusal, _classify, _short
+from ...frames import IMPORTS, USER, short, whose
+from .refusals import Refusal
 # What the event loop and the host import from here ("as": re-exported).
 from .refusals import (_EXECUTOR as _EXECUTOR, _PROCESSES as _PROCESSES, _SIGNALS as _SIGNALS,
-                       _SOCKETS as _SOCKETS, refusal as refusal, where_raised as where_raised)
+                       _SOCKETS as _SOCKETS, refusal as refusal)
 
 __all__ = ["Refusal", "Sandbox", "real"]
+
+_WHOSE: dict[str, str] = {}  # file name -> whose code it is: asked for on every refusable call
 
 # uuid1 takes the time from time.time_ns() when these are None (not from libuuid), and the node from _node.
 _UUID_GLOBALS = ("_generate_time_safe", "_UuidCreate", "_node", "_last_timestamp")
@@ -161,12 +164,12 @@ class Sandbox:
         outer_ids = self._outer[1]
         while frame is not None:
             filename = frame.f_code.co_filename
-            kind = _KINDS.get(filename)
+            kind = _WHOSE.get(filename)
             if kind is None:
-                kind = _KINDS[filename] = _classify(filename)
-            if kind is _USER:
-                return f"{_short(filename)}:{frame.f_lineno}"
-            if kind is _IMPORTS or id(frame) in outer_ids:
+                kind = _WHOSE[filename] = whose(filename)
+            if kind is USER:
+                return f"{short(filename)}:{frame.f_lineno}"
+            if kind is IMPORTS or id(frame) in outer_ids:
                 return None
             frame = frame.f_back
         return None

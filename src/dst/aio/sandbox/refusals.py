@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 from types import FrameType
 from typing import Any, Callable
 
+from ...errors import ModelFault
+from ...frames import user_line
 from . import active
 from .active import _Up, _acting, _get_ident
 
 
-class Refusal(RuntimeError):
+class Refusal(ModelFault, RuntimeError):
     """A call a simulated run cannot allow. ``str()`` is one line: what was called, where from (``file:line``
     of the user's code) and what to use instead."""
 
@@ -30,37 +31,6 @@ _LOOKUPS = ("name lookups ask the real network; reach other hosts by name throug
             "dst.aio.http)")
 _PROCESSES = "a subprocess runs outside the simulation; model it as a host, or as a coroutine"
 _SIGNALS = "signals belong to dst while it runs; a crash or a restart is a fault in the scenario"
-
-
-# --- where a call came from --------------------------------------------------------------------------------------
-
-_DST_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # src/dst/
-_STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
-_USER, _DST, _STDLIB, _IMPORTS = "user", "dst", "stdlib", "imports"
-_KINDS: dict[str, str] = {}
-
-
-def _classify(filename: str) -> str:
-    if filename.startswith("<frozen importlib._bootstrap"):
-        return _IMPORTS
-    if filename.startswith("<frozen "):
-        return _STDLIB
-    if filename.startswith("<"):
-        return _USER  # exec'd or generated code: someone's, not the standard library's
-    path = os.path.abspath(filename)
-    if path.startswith(_DST_DIR):
-        return _DST
-    for stdlib in _STDLIB_DIRS:
-        rest = path[len(stdlib):]
-        if path.startswith(stdlib) and not rest.startswith(("site-packages", "dist-packages")):
-            return _IMPORTS if rest.startswith("importlib" + os.sep + "_bootstrap") else _STDLIB
-    return _USER  # the user's code, or a dependency of theirs (site-packages)
-
-
-def _short(filename: str) -> str:
-    here = os.getcwd() + os.sep
-    path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    return path[len(here):] if path.startswith(here) else path
 
 
 # --- refusing ----------------------------------------------------------------------------------------------------
@@ -87,25 +57,6 @@ def refusal(call: str, instead: str) -> Refusal:
     """A :class:`Refusal` of ``call`` made by the code that called the caller (the event loop's refusals), handed
     to the running sandbox's ``refused``; the caller raises it."""
     return _refusal(active._ACTIVE, call, user_line(sys._getframe(2)), instead)
-
-
-def user_line(frame: FrameType | None) -> str:
-    """``file:line`` of the innermost frame of the user's code (site-packages included) from ``frame`` outwards."""
-    while frame is not None:
-        if _classify(frame.f_code.co_filename) == _USER:
-            return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<unknown>"
-
-
-def where_raised(error: BaseException) -> str:
-    """``file:line`` of the innermost frame of the user's code in ``error``'s traceback: where their code raised it."""
-    found, tb = "<unknown>", error.__traceback__
-    while tb is not None:
-        if _classify(tb.tb_frame.f_code.co_filename) == _USER:
-            found = f"{_short(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return found
 
 
 def _refusing(call: str, instead: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

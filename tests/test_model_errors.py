@@ -1,0 +1,125 @@
+"""A model whose own code fails is reported, not fatal: each such run is a model error with the exception and
+the user's line, the campaign goes on and counts them apart from violations (exit code 3), the minimizer shrinks
+one like a violation, and its finding replays. The models are docs/your-service.md's adapter, each with one slip
+written in, in a temporary folder on sys.path."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from dst.cli import EXIT_MODEL_ERROR, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, main
+from dst.errors import MODEL_ERROR
+from dst.findings import REPRODUCES, read, replay
+from dst.models import _cache
+from dst.runner import run
+from dst.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def adapter() -> str:
+    text = (ROOT / "docs" / "your-service.md").read_text()
+    m = re.search(r"<!-- adapter: my_limiter\.py -->\n```python\n(.*?)```", text, re.S)
+    assert m, "docs/your-service.md has no adapter block"
+    return m.group(1)
+
+
+RENEW_LINE = "        lease[3] = self.clock.now + TTL\n"
+SLIPS = {
+    # A renewal that raises at some moments only: some seeds meet it, most do not.
+    "raises_sometimes": (RENEW_LINE, '        if self.clock.now % 97 == 13:\n            raise KeyError("boom")\n' + RENEW_LINE),
+    # asyncio in a coroutine-seam handler: there is no running event loop there.
+    "awaits_asyncio": ("    async def renew(self, req):\n        await sut.store_step()\n",
+                       "    async def renew(self, req):\n        import asyncio\n        await asyncio.sleep(0.01)\n"),
+    # A build function that takes no env.
+    "bad_build": ("def build(env):", "def build():"),
+    # A job that asks for a work slice of 0 ms: the seam's contract says positive.
+    "zero_work": ("job=lease_job(env, ttl=TTL)", "job=lambda *a: (command for command in [(2, None, 0)])"),  # 2: WORK
+}
+
+
+@pytest.fixture
+def models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    source = adapter()
+    for name, (old, new) in SLIPS.items():
+        assert old in source, f"{name}: the adapter no longer has {old!r}"
+        (tmp_path / f"{name}.py").write_text(source.replace(old, new, 1))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    for name in SLIPS:
+        sys.modules.pop(name, None)
+        _cache.pop(f"{name}:model", None)
+
+
+def fuzz_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = main(["fuzz", "--json", "--workers", "1", *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_handler_that_raises_on_some_seeds_is_counted_the_campaign_goes_on_and_the_finding_replays(models, capsys):
+    code, report = fuzz_json(capsys, "--model", "raises_sometimes:model", "--count", "60")
+    assert code == EXIT_MODEL_ERROR
+    assert report["seeds_run"] == 60  # every seed ran, before and after the ones that met the error
+    [group] = [g for g in report["signatures"] if g["invariant"] == MODEL_ERROR]
+    assert 0 < report["model_errors"] == group["count"] < 60
+    assert re.fullmatch(r"server: KeyError: 'boom' at raises_sometimes\.py:\d+ in Limiter\.renew", group["message"])
+    [entry] = report["findings"]
+    finding = read(Path(entry["path"]))
+    assert finding.invariant == MODEL_ERROR and "Limiter.renew" in finding.message
+    assert entry["steps_after"] < entry["steps_before"]  # minimized like a violation
+    assert replay(finding).status == REPRODUCES
+    assert main(["replay", entry["path"], "--quiet"]) == EXIT_OK
+
+
+def test_asyncio_awaited_in_a_coroutine_seam_handler_is_a_model_error_at_the_users_line(models, capsys):
+    code = main(["run", "--seed", "1", "--model", "awaits_asyncio:model"])
+    out = capsys.readouterr().out
+    assert code == EXIT_MODEL_ERROR and "MODEL ERROR at t=" in out and "Traceback" not in out
+    assert re.search(r"model-error: server: RuntimeError: no running event loop at awaits_asyncio\.py:\d+ in "
+                     r"Limiter\.renew", out)
+
+
+def test_a_build_with_the_wrong_signature_is_a_model_error_of_every_seed_naming_the_build(models, capsys):
+    code, report = fuzz_json(capsys, "--model", "bad_build:model", "--count", "5")
+    assert code == EXIT_MODEL_ERROR and report["model_errors"] == 5 and report["violations"] == 0
+    [group] = report["signatures"]
+    assert "the model's build raised TypeError: build() takes 0 positional arguments" in group["message"]
+    assert re.search(r"\(the build: bad_build\.py:\d+ build\)$", group["message"])
+    [entry] = report["findings"]
+    assert Path(entry["path"]).name == "001-the-model-s-build-raised-typeerror.toml"
+    assert entry["steps_after"] == 0 and replay(read(Path(entry["path"]))).status == REPRODUCES
+
+
+def test_a_broken_contract_of_the_seam_is_a_model_error_naming_the_client(models, capsys):
+    result = run(load_scenario(None, model="zero_work:model"), 1)
+    assert result.outcome == MODEL_ERROR and not result.ok
+    assert re.fullmatch(r"c\d+: c\d+: a work slice must be positive, got 0", result.violation.message)
+    assert result.raw_trace[-1][2] == "error"  # the trace says it, as the last event
+
+
+def test_merge_tells_model_errors_apart_from_violations(models, capsys):
+    for name, args, code in (("a.json", ["--model", "raises_sometimes:model", "--count", "40"], EXIT_MODEL_ERROR),
+                             ("b.json", ["--scenario", "double-release", "--count", "3"], EXIT_VIOLATION)):
+        assert main(["fuzz", "--no-findings", "--json", *args]) == code
+        Path(name).write_text(capsys.readouterr().out)
+    assert main(["merge", "a.json", "--json"]) == EXIT_MODEL_ERROR
+    merged = json.loads(capsys.readouterr().out)
+    assert merged["model_errors"] > 0
+    assert main(["merge", "b.json", "--json"]) == EXIT_VIOLATION
+    assert json.loads(capsys.readouterr().out)["model_errors"] == 0
+
+
+def test_a_finding_may_expect_a_model_error_but_not_another_unknown_invariant(models, capsys):
+    code, report = fuzz_json(capsys, "--model", "zero_work:model", "--count", "1")
+    path = Path(report["findings"][0]["path"])
+    assert replay(read(path)).status == REPRODUCES
+    text = path.read_text()
+    path.write_text(text.replace(f'invariant = "{MODEL_ERROR}"', 'invariant = "no-such-invariant"'))
+    assert main(["replay", str(path)]) == EXIT_USAGE
+    assert "finding.invariant: expected one of the scenario's invariants or 'model-error'" in capsys.readouterr().err
