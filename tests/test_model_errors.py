@@ -38,6 +38,14 @@ SLIPS = {
                        "    async def renew(self, req):\n        import asyncio\n        await asyncio.sleep(0.01)\n"),
     # A build function that takes no env.
     "bad_build": ("def build(env):", "def build():"),
+    # A renewal that starts a thread, and swallows the refusal.
+    "starts_thread": ("    async def renew(self, req):\n        await sut.store_step()\n",
+                      "    async def renew(self, req):\n        import threading\n        try:\n"
+                      "            threading.Thread(target=print).start()\n        except RuntimeError:\n"
+                      "            pass\n        await sut.store_step()\n"),
+    # A lease stamped by the process's clocks instead of env.clock: they read the run's virtual time.
+    "reads_clock": ("        self.ids += 1\n", "        import time, uuid\n        self.stamps.append((time.time(), "
+                    "time.monotonic(), uuid.uuid4().hex))\n        self.ids += 1\n"),
     # A job that asks for a work slice of 0 ms: the seam's contract says positive.
     "zero_work": ("job=lease_job(env, ttl=TTL)", "job=lambda *a: (command for command in [(2, None, 0)])"),  # 2: WORK
 }
@@ -101,6 +109,34 @@ def test_a_broken_contract_of_the_seam_is_a_model_error_naming_the_client(models
     assert result.outcome == MODEL_ERROR and not result.ok
     assert re.fullmatch(r"c\d+: c\d+: a work slice must be positive, got 0", result.violation.message)
     assert result.raw_trace[-1][2] == "error"  # the trace says it, as the last event
+
+
+def test_a_thread_started_in_a_coroutine_seam_model_is_refused_even_when_the_model_swallows_the_refusal(models):
+    result = run(load_scenario(None, model="starts_thread:model"), 2)
+    assert result.outcome == MODEL_ERROR
+    assert re.fullmatch(r"server: threading\.Thread\.start\(\) called at starts_thread\.py:\d+ cannot run in a "
+                        r"simulated run: threads run outside virtual time; .*", result.violation.message)
+
+
+def test_a_coroutine_seam_model_that_reads_the_process_clocks_and_uuid4_reads_the_runs_and_stays_deterministic(
+        models, monkeypatch):
+    from dst.aio import VIRTUAL_EPOCH_MS
+    import reads_clock
+
+    stamps: list[list[tuple[float, float, str]]] = []
+    build = reads_clock.Limiter.__init__
+
+    def keep(self, env):  # the service's stamps, kept for the test to read after the run
+        build(self, env)
+        self.stamps = []
+        stamps.append(self.stamps)
+
+    monkeypatch.setattr(reads_clock.Limiter, "__init__", keep)
+    first, again = (run(load_scenario(None, model="reads_clock:model"), 3) for _ in range(2))
+    assert first.digest == again.digest and stamps[0] == stamps[1] and stamps[0]
+    for wall, monotonic, _ in stamps[0]:
+        assert wall == pytest.approx(VIRTUAL_EPOCH_MS / 1000 + monotonic)  # the same virtual instant
+        assert 0 <= monotonic <= first.virtual_time / 1000
 
 
 def test_merge_tells_model_errors_apart_from_violations(models, capsys):

@@ -10,7 +10,9 @@ not cancelled was acknowledged).
 from __future__ import annotations
 
 import gc
+import os
 import signal
+import sys
 import time
 from collections import Counter
 from typing import Any, Callable, Mapping, cast
@@ -27,7 +29,7 @@ from ..faults import fault_of, is_pinned
 from ..plan import Step, is_client
 from ..scenario import Scenario, with_model
 from ..sim.facts import TracedFacts
-from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling, raised_by
+from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling, raised_by, running_in
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.process import ClientProcess, ServerProcess
@@ -121,6 +123,7 @@ class Simulation:
                                     active_until=self.active_until, runs=has_runs))
         model, self._close = scenario.model.resolve(), None
         self.build_error: str | None = None  # what the model's build raised: the run is a model error at once
+        self.refusal: tuple[int, int, str] | None = None  # the sandbox's first refusal: time, trace index, line
         try:
             with _SignalsHeld():  # a signal waits, then strikes with the close in place
                 try:
@@ -249,11 +252,30 @@ class Simulation:
                         return self._run()
                     finally:  # what is still pending is dropped with the sandbox up: a dead process's
                         self.loop.close(collect=True)  # last words, if any, reach nothing real
-            return self._run()
+            if self.scenario.model.impl.startswith("dst."):
+                return self._run()  # dst's own model reads nothing real: no sandbox to pay for
+            with self._sandbox():
+                return self._run()
         finally:
             self.close()
             if collecting:
                 gc.enable()
+
+    def _sandbox(self) -> Any:
+        """The sandbox a guest model's coroutine-seam run is in: its clocks read virtual time, its random draws
+        come from the seed, and threads, sockets, subprocesses and signals are refused (a model error). Files
+        may be written anywhere: a model keeps its store where its build put it (and its close removes it)."""
+        from ..aio.sandbox import Sandbox
+        from ..aio.loop import VIRTUAL_EPOCH_MS
+
+        kernel = self.kernel
+
+        def refused(refusal: BaseException) -> None:
+            if self.refusal is None:  # the first one: the run ends with it, even if the model swallows it
+                self.refusal = (kernel.now, len(self.trace), f"{running_in(sys._getframe(1))}: {refusal}")
+
+        return Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now, monotonic_ms=lambda: kernel.now,
+                       seed=self.seed, folder=os.sep, refused=refused)
 
     def close(self) -> None:
         """Close what the model's build opened, once."""
@@ -370,6 +392,10 @@ class Simulation:
 
     def _result(self, violation: ViolationReport | None, unjudged: Unjudged | None) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
+        swallowed = self.refusal
+        if swallowed is not None and (violation is None or violation.time > swallowed[0]):
+            # A refusal the model caught and went on from: the run is its model error all the same, at its moment.
+            violation = ViolationReport(MODEL_ERROR, swallowed[0], swallowed[1], swallowed[2])
         jobs: Counter[str] = Counter()
         for host in self.clients.values():
             jobs.update(host.ended)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections import deque
 from functools import partial
-from typing import Any, Callable
+from types import FrameType
+from typing import Any, Callable, Iterable
 
 from ..errors import ContractError, UserError
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
@@ -350,17 +351,32 @@ _SERVER_STEP = ServerHost._step.__code__
 def raised_by(error: BaseException) -> str:
     """The name of the process whose code ``error`` was raised in (the innermost host on its traceback):
     a client's, ``server``, ``resource`` or ``user``. Read from the traceback, like :func:`handling`."""
-    name, tb = "server", error.__traceback__
+    frames, tb = [], error.__traceback__
     while tb is not None:
-        frame = tb.tb_frame
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return _host_of(reversed(frames))
+
+
+def running_in(frame: FrameType | None) -> str:
+    """The name of the process whose code runs at ``frame`` (the innermost host from it outwards)."""
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return _host_of(frames)
+
+
+def _host_of(frames: Iterable[FrameType]) -> str:
+    """The name of the first host whose method is among ``frames`` (innermost first); ``server`` if none is."""
+    for frame in frames:
         if frame.f_code.co_filename == __file__:
             host = frame.f_locals.get("self")
             if isinstance(host, ClientHost):
-                name = host.name
-            elif isinstance(host, (ServerHost, ResourceHost, UserHost)):
-                name = {ServerHost: "server", ResourceHost: "resource", UserHost: "user"}[type(host)]
-        tb = tb.tb_next
-    return name
+                return host.name
+            if isinstance(host, (ServerHost, ResourceHost, UserHost)):
+                return {ServerHost: "server", ResourceHost: "resource", UserHost: "user"}[type(host)]
+    return "server"
 
 
 class UserHost:
