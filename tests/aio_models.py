@@ -85,6 +85,9 @@ def _misbehaving(handler: str) -> sut.Model[object]:
                 pass
         elif handler == "clock":
             return Done(f"{time.time():.3f} {time.monotonic():.3f}")
+        elif handler == "spins":
+            while handler:  # never awaits: the watchdog stops it
+                pass
         elif handler == "foreign":
             env.facts.slots_taken(1, "db", 1)
             env.facts.lease_stored(1, "c1", "db")
@@ -125,6 +128,7 @@ socket = _misbehaving("socket")
 swallowed = _misbehaving("swallowed")
 clock = _misbehaving("clock")
 foreign = _misbehaving("foreign")
+spins = _misbehaving("spins")
 
 
 def build_leaky(env: sut.Env[object]) -> aio.System:

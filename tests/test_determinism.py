@@ -86,11 +86,11 @@ def _forbidden_calls(tree: ast.AST) -> list[str]:
 
 def test_the_simulator_core_reads_no_wall_clock_and_no_global_random():
     # Only the faces and the campaign drivers may read a clock (to time a run, to keep a budget, to carry a
-    # budget's deadline to a cluster's worker).
+    # budget's deadline to a cluster's worker), and the watchdog's thread (to stop a run that stands still).
     # The sandbox seeds and puts back the global random's state, and hands ctypes the addresses (id()) of the
     # functions it redirects; the aiosqlite drop-in's clock reads time.time(), which the sandbox makes virtual
     # during a run, for SQLite's 'now'.
-    timers = {"terminal.py", "fuzz.py", "pool.py", "selftest.py", "cluster.py"}
+    timers = {"terminal.py", "fuzz.py", "pool.py", "selftest.py", "cluster.py", "watchdog.py"}
     aio = {"aio/sandbox/__init__.py", "aio/sandbox/cfunctions.py", "aio/sandbox/patches.py", "aio/sqlite/clock.py"}
     core = [p for p in sorted(SRC.rglob("*.py")) if p.name not in timers and SRC / "cli" not in p.parents
             and p.relative_to(SRC).as_posix() not in aio]

@@ -6,8 +6,11 @@ written in, in a temporary folder on sys.path."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ from dst.cli import EXIT_MODEL_ERROR, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, main
 from dst.errors import MODEL_ERROR
 from dst.findings import REPRODUCES, read, replay
 from dst.models import _cache
-from dst.runner import run
+from dst.runner import run, watchdog
 from dst.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +49,14 @@ SLIPS = {
     # A lease stamped by the process's clocks instead of env.clock: they read the run's virtual time.
     "reads_clock": ("        self.ids += 1\n", "        import time, uuid\n        self.stamps.append((time.time(), "
                     "time.monotonic(), uuid.uuid4().hex))\n        self.ids += 1\n"),
+    # A renewal that never returns at some moments: a loop that waits for a change nothing else can make.
+    "spins": (RENEW_LINE, "        while self.clock.now > 100_000:\n            pass\n" + RENEW_LINE),
+    # The same, but it catches whatever stops it, and goes on.
+    "spins_and_swallows": (RENEW_LINE, "        try:\n            while self.clock.now > 100_000:\n                pass\n"
+                           "        except BaseException:\n            pass\n" + RENEW_LINE),
+    # A build that leaves a thread running, which would keep the process alive.
+    "leaves_thread": ("def build(env):\n", "def build(env):\n    import threading, time\n"
+                      "    threading.Thread(target=time.sleep, args=(600,), name='left-behind').start()\n"),
     # A job that asks for a work slice of 0 ms: the seam's contract says positive.
     "zero_work": ("job=lease_job(env, ttl=TTL)", "job=lambda *a: (command for command in [(2, None, 0)])"),  # 2: WORK
 }
@@ -137,6 +148,49 @@ def test_a_coroutine_seam_model_that_reads_the_process_clocks_and_uuid4_reads_th
     for wall, monotonic, _ in stamps[0]:
         assert wall == pytest.approx(VIRTUAL_EPOCH_MS / 1000 + monotonic)  # the same virtual instant
         assert 0 <= monotonic <= first.virtual_time / 1000
+
+
+@pytest.fixture
+def short_stalls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watchdog, "_stall_seconds", 0.5)  # the watchdog's limit, short for the test
+
+
+@pytest.mark.parametrize("model", ["spins", "spins_and_swallows"])
+def test_a_handler_that_never_returns_is_stopped_by_the_watchdog_and_named_even_if_it_catches_that(
+        models, short_stalls, model):
+    first, again = (run(load_scenario(None, model=f"{model}:model"), 1) for _ in range(2))
+    assert first.outcome == MODEL_ERROR
+    assert first.violation.message.startswith(f"server: Stalled: the code of Limiter.renew ({model}.py) did not "
+                                              f"return to dst within the watchdog's limit, virtual time standing at t=")
+    assert first.digest == again.digest  # named for the handler, not the line the interrupt fell on
+
+
+def test_an_asyncio_handler_that_never_awaits_is_stopped_by_the_watchdog(short_stalls, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    [result] = [run(load_scenario(None, model="aio_models:spins"), 1)]
+    assert result.outcome == MODEL_ERROR
+    assert re.match(r"server: Stalled: the code of _misbehaving\.<locals>\.acquire \(.*aio_models\.py\)",
+                    result.violation.message)
+
+
+def test_a_time_budget_ends_a_campaign_whose_handler_never_returns(models):
+    # Past the deadline, the watchdog stops a run that stands still for STALL_PAST_DEADLINE, not STALL_SECONDS.
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "dst", "fuzz", "--model", "spins:model", "--count", "50",
+                           "--time-budget", "1s", "--no-findings", "--workers", "1", "--json"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                          timeout=120)
+    assert done.returncode == EXIT_MODEL_ERROR, done.stderr
+    assert time.monotonic() - began < watchdog.STALL_SECONDS  # it did not wait for the full limit
+    assert json.loads(done.stdout)["model_errors"] >= 1
+
+
+def test_dst_exits_after_its_result_even_if_the_model_left_a_thread_running(models):
+    done = subprocess.run([sys.executable, "-m", "dst", "run", "--seed", "1", "--model", "leaves_thread:model"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                          timeout=60)  # the thread sleeps 600 s: waiting for it would time out here
+    assert done.returncode == EXIT_OK and "no violation" in done.stdout
+    assert "dst: note: the model left 2 thread(s) running (left-behind, left-behind); dst exits without them" in done.stderr
 
 
 def test_merge_tells_model_errors_apart_from_violations(models, capsys):

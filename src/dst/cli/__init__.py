@@ -21,10 +21,13 @@ with control characters shown as escapes (``\\x1b``) rather than sent to the ter
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
+import os
 import signal
 import sys
-from typing import Callable, Sequence
+import threading
+from typing import Callable, NoReturn, Sequence
 
 from ..errors import UserError
 from ..explore.pool import Terminated
@@ -35,7 +38,7 @@ from .output import OutputError, Stream, error, silence
 from .parser import build_parser
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_MODEL_ERROR", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE",
-           "EXIT_VIOLATION", "build_parser", "main"]
+           "EXIT_VIOLATION", "build_parser", "entry", "main"]
 
 # Each command's handler, by its name in the parser: it returns the exit code.
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -48,6 +51,22 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated()  # SIGTERM stops dst as Ctrl-C does: cleanly, with what it has so far
+
+
+def entry() -> NoReturn:
+    """The ``dst`` program: :func:`main`, then exit with its code, without waiting for threads a model started
+    and left running (a non-daemon thread would keep the process alive after it printed its result)."""
+    code = main()
+    strays = [t.name for t in threading.enumerate()
+              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if strays:
+        shown = ", ".join(strays[:3]) + (f" and {len(strays) - 3} more" if len(strays) > 3 else "")
+        error(f"dst: note: the model left {len(strays)} thread(s) running ({shown}); dst exits without them")
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)  # what Python's exit would do, bar joining those threads
+    sys.exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, 
 from ..explore.pool import StopRequest, Terminated
 from ..explore.shrink import NotDeterministic
 from ..findings import ready
+from ..runner.watchdog import known_stall
 from ..scenario import Scenario, load_scenario
 from .command import (EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError,
                       scenario_from)
@@ -166,8 +167,9 @@ class _Recorder:
             return
         self.tried[sig] = self.tried.get(sig, 0) + 1
         try:
-            shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm,
-                              stopped=self.stop.event.is_set)
+            with known_stall(outcome.message):  # a seed that stalled: its candidates are stopped sooner
+                shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm,
+                                  stopped=self.stop.event.is_set)
         except NotDeterministic as e:  # said, and the campaign goes on: a finding of it would not replay
             error(f"{e.line()}; no finding written for seed {outcome.seed}")
             return

@@ -42,6 +42,7 @@ from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..invariants import shape
 from ..sim.trace import parse_key
 from ..runner import RunResult, run
+from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
 
 
@@ -301,7 +302,7 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
     violate ``invariant`` (None: the invariant it violates); raises ``ValueError`` for a run that does not.
     The smallest plan found keeps violating that invariant: at most ``max_runs`` runs, ``seconds`` of time,
     and no run begun once ``stopped()`` says so."""
-    began = clock()
+    began, ran = clock(), None
     if plan is None or invariant is None:
         ran = run(scenario, seed, plan)
         plan = ran.plan
@@ -309,6 +310,13 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
             if ran.violation is None:
                 raise ValueError(f"{scenario.name}: seed {seed} violates nothing: nothing to minimize")
             invariant = ran.violation.invariant
+    with known_stall(ran.violation.message if ran is not None and ran.violation is not None else None):
+        return _shrink(scenario, seed, plan, invariant, began, max_runs=max_runs, seconds=seconds, clock=clock,
+                       stopped=stopped)
+
+
+def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: str, began: float, *, max_runs: int,
+            seconds: float, clock: Callable[[], float], stopped: Callable[[], bool]) -> Shrunk:
     start = scripted(scenario, plan)
     first = run(start, seed)
     if first.violation is None or first.violation.invariant != invariant:
@@ -321,7 +329,8 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
     shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock, stopped=stopped,
                         error_shape=error_shape)
     shrinker.best_result = first
-    stop = shrinker.shrink()
+    with known_stall(error_shape):
+        stop = shrinker.shrink()
     best = scripted(shrinker.best, shrinker.best.steps or ())  # fewer clients now: say so in the file
     final = run(best, seed)
     _same_run(scenario, seed, shrinker.best_result or first, final)

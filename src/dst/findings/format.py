@@ -89,6 +89,8 @@ def _model_error_title(message: str) -> str:
     called = re.match(r"([\w.]+)(\(\))? called at ", said)
     if called:
         words = f"the model called {called.group(1)}"
+    elif stalled := re.match(r"Stalled: the code of ([\w.<>]+) ", said):
+        words = f"the model stalled in {stalled.group(1)}"
     elif said.startswith(BUILD_RAISED):
         words = BUILD_RAISED + re.split(r"[: ]", said[len(BUILD_RAISED):], maxsplit=1)[0]
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from ..runner import RunResult, run
+from ..runner.watchdog import known_stall
 from ..sim.trace import Event
 from .format import Finding, fingerprints
 
@@ -36,7 +37,8 @@ class Replay:
 
 def replay(finding: Finding, model: str | None = None) -> Replay:
     """Run the finding again (on ``model`` instead of the one it names, if given) and compare."""
-    result = run(finding.scenario, finding.seed, model=model)
+    with known_stall(finding.message):
+        result = run(finding.scenario, finding.seed, model=model)
     v = result.violation
     if v is None or v.invariant != finding.invariant:
         return Replay(finding, NO_LONGER, result, _first_difference(finding, result))

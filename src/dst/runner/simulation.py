@@ -41,6 +41,7 @@ from ..text import format_duration
 from .bounds import check_bounds
 from .generate import generate_plan
 from .result import RunResult, Unjudged, ViolationReport
+from .watchdog import Stalled, watching
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
@@ -245,21 +246,29 @@ class Simulation:
             return self._build_failed(self.build_error)
         collecting = gc.isenabled()
         gc.disable()
+        self.watch = (watching(self.kernel, self.deadline, lambda frame: self.loop.process.name,
+                               lambda: self.loop.stop_with(Stalled())) if self.aio else
+                      watching(self.kernel, self.deadline, running_in))
         try:
-            if self.aio:
-                with self.loop.running():  # the loop is asyncio's running loop, and the sandbox is up
-                    try:
-                        return self._run()
-                    finally:  # what is still pending is dropped with the sandbox up: a dead process's
-                        self.loop.close(collect=True)  # last words, if any, reach nothing real
-            if self.scenario.model.impl.startswith("dst."):
-                return self._run()  # dst's own model reads nothing real: no sandbox to pay for
-            with self._sandbox():
-                return self._run()
+            with self.watch:  # a model's code that never returns is interrupted
+                return self._guarded()
         finally:
             self.close()
             if collecting:
                 gc.enable()
+
+    def _guarded(self) -> RunResult:
+        """The run in what guards it: an asyncio system's loop and sandbox, a guest model's sandbox."""
+        if self.aio:
+            with self.loop.running():  # the loop is asyncio's running loop, and the sandbox is up
+                try:
+                    return self._run()
+                finally:  # what is still pending is dropped with the sandbox up: a dead process's
+                    self.loop.close(collect=True)  # last words, if any, reach nothing real
+        if self.scenario.model.impl.startswith("dst."):
+            return self._run()  # dst's own model reads nothing real: no sandbox to pay for
+        with self._sandbox():
+            return self._run()
 
     def _sandbox(self) -> Any:
         """The sandbox a guest model's coroutine-seam run is in: its clocks read virtual time, its random draws
@@ -372,11 +381,13 @@ class Simulation:
         except Cut:
             raise
         except Exception as e:  # the model's own error (or what the sandbox refused it): an outcome of the run
-            if raised_in(e) is None and not isinstance(e, ModelFault):
+            stalled = self.watch.stalled  # whatever the stopped code raised on its way out, the stall is the cause
+            if stalled is None and raised_in(e) is None and not isinstance(e, ModelFault):
                 raise  # none of the user's code is on its way: dst's own bug, with its traceback
             actor = self.loop.process.name if self.aio else raised_by(e)
             during = self.loop.server_key() if self.aio else handling(e)
-            told = str(e) if isinstance(e, ModelFault) else described(e)  # a fault's line names the user's frame
+            # A fault's own line names the user's frame, as the description of an exception does.
+            actor, told = stalled or (actor, str(e) if isinstance(e, ModelFault) else described(e))
             self.trace.append((kernel.now, actor, "error", told))
             violation = ViolationReport(MODEL_ERROR, kernel.now, len(self.trace), f"{actor}: {told}",
                                         None if during is None else key_name(during))
@@ -393,6 +404,9 @@ class Simulation:
     def _result(self, violation: ViolationReport | None, unjudged: Unjudged | None) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
         swallowed = self.refusal
+        stalled = self.watch.stalled
+        if stalled is not None and (violation is None or violation.invariant != MODEL_ERROR):
+            swallowed = (self.watch.stalled_at, len(self.trace), ": ".join(stalled))  # caught, and went on
         if swallowed is not None and (violation is None or violation.time > swallowed[0]):
             # A refusal the model caught and went on from: the run is its model error all the same, at its moment.
             violation = ViolationReport(MODEL_ERROR, swallowed[0], swallowed[1], swallowed[2])
