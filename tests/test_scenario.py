@@ -794,3 +794,11 @@ def test_a_scripted_scenario_written_out_keeps_its_steps(tmp_path: Path) -> None
                     ' { id = 9, at = "2s", actor = "server", action = "restart", down = "1s" }]\n')
     scenario = load_scenario(path)
     assert parse_scenario(scenario_to_doc(scenario), str(path)) == scenario
+
+
+def test_max_events_is_capped_so_one_run_cannot_take_the_machines_memory(tmp_path):
+    # A run keeps its trace in memory: a budget of a billion events would take the memory before it ran out.
+    path = tmp_path / "huge.toml"
+    path.write_text("[run]\nmax_events = 1_000_000_000\n")
+    with pytest.raises(ScenarioError, match=r"run\.max_events: expected an integer from 1 to 20,000,000, got 1000000000"):
+        load_scenario(str(path))

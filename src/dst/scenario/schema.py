@@ -189,7 +189,9 @@ class RunConfig:
     quiet: int = key(120_000, DURATION)
     drain_limit: int = key(600_000, DURATION)
     granularity: int = key(1, POSITIVE)  # generated times and durations are whole multiples of this
-    max_events: int = key(2_000_000, _count(1, 1_000_000_000))  # a run past this ends unjudged: over budget
+    # A run past this ends unjudged (over budget). Capped: a run keeps its trace in memory, a few hundred bytes
+    # an event, so a billion would take the machine's memory before the budget ended it.
+    max_events: int = key(2_000_000, _count(1, 20_000_000))
     scheduler: str = key("uniform", _one_of(SCHEDULERS))  # how the server picks the next ready handler step
 
 
