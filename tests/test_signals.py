@@ -133,3 +133,57 @@ def test_sigterm_to_the_process_group_while_findings_are_written_ends_cleanly(tm
     replayed = subprocess.run([sys.executable, "-m", "dst", "replay", "--quiet", *map(str, written)],
                               capture_output=True, text=True)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+SLEEPER = '''
+"""The reference model, whose server sleeps in C (time.sleep) on its first acquire: a seed that never ends."""
+import time
+from pathlib import Path
+from dst.reference import model as reference
+from dst import sut
+from dst.reference.protocol import Acquire
+
+
+def build(env):
+    system = reference.build(env)
+    handlers = system.service.handlers()
+
+    async def acquire(req):
+        Path(__file__).with_suffix(".asleep").touch()  # the test's sign that the seed has begun its sleep
+        time.sleep(600)
+        return await handlers[Acquire](req)
+
+    system.service.handlers = lambda: {**handlers, Acquire: acquire}
+    return system
+
+
+model = sut.Model(build, options=reference.options)  # the reference model's options, so its build runs
+'''
+
+
+def test_a_stopped_campaign_keeps_the_seeds_a_worker_finished_before_the_one_it_was_stopped_in(tmp_path, monkeypatch):
+    import threading
+
+    from dst.explore.fuzz import campaign
+    from dst.explore.pool import StopRequest, Terminated
+    from dst.scenario import load_scenario
+
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fast, slow = load_scenario(None), load_scenario(None, model="sleeper:model")
+    stop = StopRequest()
+
+    def terminate_once_asleep() -> None:  # as a SIGTERM to the campaign would, once seed 1 is stuck
+        while not (tmp_path / "sleeper.asleep").exists():
+            time.sleep(0.05)
+        stop(signal.SIGTERM, None)
+
+    threading.Thread(target=terminate_once_asleep, daemon=True).start()
+    seeds: list[int] = []
+    # Seeds take turns between the scenarios: even seeds run the reference model, odd ones the sleeper. The
+    # first chunk (eight seeds, one worker's task) finishes 2, 4 and 6, then sleeps in 1.
+    with pytest.raises(Terminated):
+        for outcome in campaign((fast, slow), iter([2, 4, 6, 1, 8, 10, 12, 14, 16]), use_swarm=False, workers=2,
+                                stop=stop):
+            seeds.append(outcome.seed)
+    assert seeds == [2, 4, 6]

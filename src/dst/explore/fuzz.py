@@ -23,7 +23,7 @@ from ..runner import Cut, RunResult, on_model, run
 from ..scenario import Scenario
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
-from .pool import StopRequest, running, stop_workers, worker_pool
+from .pool import StopRequest, leave_partial, partials, running, stop_workers, worker_pool
 from ..runner.reproduce import reproduce
 from ..runner.swarm import swarm as swarm_of
 
@@ -114,6 +114,9 @@ def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: boo
             return outcomes, False
         except Cut:
             return outcomes, True
+        except SystemExit:  # SIGTERM: the campaign stops; the seeds finished before count in its report
+            leave_partial(chunk[0], outcomes)
+            raise
 
 
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
@@ -142,6 +145,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
         return
     pool = executor or worker_pool(workers)
     pending: list[Future[tuple[list[Outcome], bool]]] = []
+    firsts: list[int] = []  # the first seed of each pending chunk: its key
     try:
         exhausted = False
         while True:
@@ -153,6 +157,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                     exhausted = True
                     break
                 pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline=deadline))
+                firsts.append(chunk[0])
             if not pending:
                 return
             while True:
@@ -161,6 +166,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if pending[0].done():
                     break
                 wait(pending[:1], timeout=0.1)
+            firsts.pop(0)
             try:
                 outcomes, cut = pending.pop(0).result()
             except BrokenProcessPool:
@@ -174,8 +180,10 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 exhausted = True  # the chunks in flight stop at the deadline too; what they finished is kept
     except KeyboardInterrupt:
         stop_workers(pool)
-        for future in pending:  # what is already done, as long as the seeds stay in order
+        cut_short = partials(pool)  # the seeds finished in chunks a worker was stopped in, by first seed
+        for future, first in zip(pending, firsts):  # what is already done, as long as the seeds stay in order
             if not future.done() or future.cancelled() or future.exception() is not None:
+                yield from cut_short.get(first, ())
                 break
             outcomes, cut = future.result()
             yield from outcomes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import multiprocessing.process
 import os
 import shutil
@@ -13,7 +14,7 @@ import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 
 class Terminated(KeyboardInterrupt):
@@ -38,6 +39,7 @@ class StopRequest:
 
 _in_run = False  # in a worker: whether a chunk of seeds is running
 _exiting = False  # in a worker: a SIGTERM is already unwinding the run
+_partial: Any = None  # in a worker: where a chunk cut short by SIGTERM leaves what it finished
 
 
 def _exit_quietly(signum: int, frame: object) -> None:
@@ -49,10 +51,12 @@ def _exit_quietly(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)  # unwinds: the run in progress closes what it opened (a model's files)
 
 
-def _worker_setup(parent: int, scratch: str) -> None:
+def _worker_setup(parent: int, scratch: str, partial: Any) -> None:
     """A worker ignores Ctrl-C (it reaches the whole process group; the campaign decides), ends cleanly on
     SIGTERM, and gets SIGTERM from the kernel the moment its parent dies, however it dies. Its temporary
     files (a model's, through ``tempfile``) go into the pool's scratch folder."""
+    global _partial
+    _partial = partial
     tempfile.tempdir = os.environ["TMPDIR"] = scratch  # TMPDIR: for what a model's own processes write too
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_quietly)
@@ -73,7 +77,10 @@ class _Pool(ProcessPoolExecutor):
 
     def __init__(self, workers: int) -> None:
         self.scratch = tempfile.mkdtemp(prefix="dst-workers-")
-        super().__init__(max_workers=workers, initializer=_worker_setup, initargs=(os.getpid(), self.scratch))
+        # A pipe written without a thread: a worker leaves its cut chunk's outcomes there just before it exits.
+        self.partial: Any = multiprocessing.SimpleQueue()
+        super().__init__(max_workers=workers, initializer=_worker_setup,
+                         initargs=(os.getpid(), self.scratch, self.partial))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         processes = _processes(self)
@@ -104,6 +111,23 @@ def stop_workers(pool: Executor) -> None:
             process.kill()
             process.join()
     pool.shutdown(wait=False, cancel_futures=True)
+
+
+def leave_partial(key: object, finished: object) -> None:
+    """In a worker stopped by SIGTERM in the middle of a chunk: leave what it finished for :func:`partials`."""
+    if _partial is not None:
+        _partial.put((key, finished))
+
+
+def partials(pool: Executor) -> dict[Any, Any]:
+    """What the pool's workers finished of the chunks they were stopped in, by the chunk's key (once they have
+    all ended: :func:`stop_workers`). A cluster's executor has none."""
+    queue = getattr(pool, "partial", None)
+    found: dict[Any, Any] = {}
+    while queue is not None and not queue.empty():
+        key, finished = queue.get()
+        found[key] = finished
+    return found
 
 
 @contextmanager
