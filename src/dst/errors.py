@@ -35,5 +35,11 @@ class ModelFault(Exception):
     model's own code raised."""
 
 
+class Stalled(BaseException):
+    """Raised by the watchdog (:mod:`dst.runner.watchdog`) where a model's code has held a run too long without
+    returning to dst. A ``BaseException``, as ``KeyboardInterrupt`` is, so that ``except Exception`` in the
+    model's code lets it through; the run ends as the model's error."""
+
+
 class ContractError(ModelFault, ValueError):
     """The model broke the contract of the seam it plugs into (see :class:`ModelFault`)."""

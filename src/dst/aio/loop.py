@@ -39,7 +39,7 @@ from asyncio import events
 from random import Random
 from typing import Any, Callable, Coroutine, TypeVar
 
-from ..errors import ModelFault
+from ..errors import ModelFault, Stalled
 from ..sim.kernel import Kernel, StopRun
 from ..sim.rng import Keyed
 from ..sim.store import RANKS
@@ -262,7 +262,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            if isinstance(exc, ModelFault):
+            if isinstance(exc, (ModelFault, Stalled)):
                 self.stop_with(exc)  # the watchdog stopped a callback that never returned: the run ends with it
             self.call_exception_handler({"message": f"Exception in callback {handle._callback!r}",
                                          "exception": exc, "handle": handle})
@@ -306,7 +306,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         # or not someone awaits it later: asyncio itself would only say so when the task is garbage.
         # task._exception, not task.exception(): that would mark it retrieved, and asyncio would keep quiet about it.
         error = None if task.cancelled() else getattr(task, "_exception", None)
-        if isinstance(error, ModelFault):
+        if isinstance(error, (ModelFault, Stalled)):
             self.stop_with(error)  # a task the watchdog stopped (or one that let a refusal out): the run ends with it
         if error is not None and self._on_error is not None and not isinstance(error, StopRun):
             self._on_error(self.process, f"task {task.get_name()} ended with", error)

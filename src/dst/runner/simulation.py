@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, cast
 
 import attrs
 
-from ..errors import BUILD_RAISED, MODEL_ERROR, ModelFault, UserError
+from ..errors import BUILD_RAISED, MODEL_ERROR, ModelFault, Stalled, UserError
 from ..frames import described, raised_in, short
 from ..invariants import BY_ID, Ghost, Violation
 from ..invariants.ghost import FactsGate
@@ -41,7 +41,7 @@ from ..text import format_duration
 from .bounds import check_bounds
 from .generate import generate_plan
 from .result import RunResult, Unjudged, ViolationReport
-from .watchdog import Stalled, watching
+from .watchdog import watching
 
 _DRAIN_POLL = 1_000
 _RUN_ACTIONS = ("serve", "submit", "cancel")
@@ -380,7 +380,7 @@ class Simulation:
                                                f"workload")
         except Cut:
             raise
-        except Exception as e:  # the model's own error (or what the sandbox refused it): an outcome of the run
+        except (Exception, Stalled) as e:  # the model's own error (or a refusal, or a stall): the run's outcome
             stalled = self.watch.stalled  # whatever the stopped code raised on its way out, the stall is the cause
             if stalled is None and raised_in(e) is None and not isinstance(e, ModelFault):
                 raise  # none of the user's code is on its way: dst's own bug, with its traceback

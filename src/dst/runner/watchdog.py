@@ -1,12 +1,13 @@
 """The watchdog: a model's code that holds a run without ever returning to dst (a loop that never yields, a
-livelock at one instant) is interrupted, and the run ends as that model's error, naming the line it was at.
+livelock at one instant) is interrupted, and the run ends as that model's error, naming the function it was in.
 
 One daemon thread per process looks at the running simulation's virtual clock a few times a second. When a
 run's clock has stood still for :data:`STALL_SECONDS` of real time (or, past the run's wall-clock deadline, for
-:data:`STALL_PAST_DEADLINE`), it notes the line of the user's code the run's thread is at and raises
-:class:`Stalled` there, as Ctrl-C would be; again at each look while the clock still stands. The run ends as a
-model error with that line, even if the model's code catches the exception. Code in C that never returns to
-Python (a blocking call) is not interrupted.
+:data:`STALL_PAST_DEADLINE`), it notes the function of the user's code the run's thread is in and raises
+:class:`~dst.errors.Stalled` there, as Ctrl-C would be, and again at each look until the run has ended. The
+run ends as a model error naming that function, even if the model's code catches the exception (a run whose
+code caught it goes on a moment first, so its trace may differ from one run of the seed to the next). Code in
+C that never returns to Python (a blocking call) is not interrupted.
 
 Per run it costs a lock and a few attribute writes; the thread only reads the clock."""
 
@@ -21,7 +22,7 @@ import time
 from types import FrameType
 from typing import Any, Callable, Iterator
 
-from ..errors import ModelFault
+from ..errors import Stalled
 from ..frames import USER, short, whose
 from ..sim.kernel import Kernel
 from ..sim.trace import format_time
@@ -30,10 +31,6 @@ STALL_SECONDS = 10.0  # real seconds a run's virtual clock may stand still befor
 STALL_KNOWN = 1.0  # the same, for runs of a seed known to stall (minimizing it, replaying its finding)
 STALL_PAST_DEADLINE = 2.0  # the same, once the run's wall-clock deadline (a campaign's --time-budget) has passed
 _LOOK_EVERY = 0.25  # seconds between the thread's looks
-
-
-class Stalled(ModelFault):
-    """Raised into a run whose virtual clock stood still too long: its code never returned to dst."""
 
 
 class watching:
@@ -120,6 +117,9 @@ def _look() -> None:
             watch = _watched
             if watch is None:
                 seen = None
+                continue
+            if watch.stalled is not None:
+                watch._interrupt(0.0)  # caught by the model's code, which went on: again, until the run ends
                 continue
             now, clock = time.monotonic(), watch.kernel.now
             if seen is None or seen[0] is not watch or seen[1] != clock:
