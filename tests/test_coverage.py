@@ -190,3 +190,34 @@ def test_a_report_is_drawn_from_its_own_data_and_runs_no_code(tmp_path: Path, ca
     assert main(["merge", "report.json"]) == 0
     assert "never reached" in capsys.readouterr().out
     assert not (tmp_path / "ran").exists()
+
+
+FINDINGS = sorted((Path(__file__).resolve().parents[1] / "findings").glob("[0-9]*.toml"))
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.name[:3])
+def test_no_summary_line_contradicts_the_violation_it_reports(path: Path) -> None:
+    # Each shipped finding violates one invariant (they cover every one the catalogue's bugs break): the report
+    # of a campaign of that one run, printed or drawn, must not say the invariant never met its case, nor list
+    # it as untested against a situation.
+    from dst.explore import report
+    from dst.explore.fuzz import Tally, run_seed, tallied
+    from dst.present.campaign_page import campaign_page
+    from dst.present.terminal import render_fuzz
+    from rich.console import Console
+
+    finding = read(path)
+    tally = Tally()
+    tally.add(run_seed(finding.scenario, finding.seed, use_swarm=False))
+    result = tallied(tally, (finding.scenario,), False, "seeds", 0.0)
+    doc = report.build(result, (finding.scenario,), first=finding.seed, stop=finding.seed + 1, shard=None,
+                       interrupted=False, findings=[])
+    [violated] = [g["invariant"] for g in doc["signatures"]]
+    assert doc["coverage"]["invariants"][violated] >= 1
+    console = Console(width=1000, record=True)
+    render_fuzz(console, doc)
+    page = campaign_page(doc)
+    said = [line for line in console.export_text().splitlines() + page.splitlines()
+            if "never tested" in line or "never met a case" in line]
+    assert not [line for line in said if violated in line]
+    assert not [line for line in result.never_reached if violated in line]

@@ -15,7 +15,7 @@ drawing one never imports the model it names.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Iterable
 
 import attrs
 
@@ -53,14 +53,21 @@ class Coverage:
         }
 
 
-def never_reached(coverage: dict[str, Any]) -> list[str]:
+def never_reached(coverage: dict[str, Any], violated: Iterable[str] = ()) -> list[str]:
     """One line per situation a campaign never reached, naming the invariants it left untested there (from
-    the report's own words: a situation a report does not explain is passed over)."""
-    checked = set(coverage.get("invariants", {}))
+    the report's own words: a situation a report does not explain is passed over). An invariant the campaign
+    ``violated`` met its case, whatever the situations say: it is not named (nor a situation left with none)."""
+    checked = set(coverage.get("invariants", {})) - set(violated)
     lines = []
     for counts in coverage.get("situations", {}).values():
         if counts.get("runs") or "never" not in counts:
             continue
         untested = [i for i in counts.get("tests", ()) if i in checked]
-        lines.append(f"{counts['never']}: {', '.join(untested)} never tested against it")
+        if untested:
+            lines.append(f"{counts['never']}: {', '.join(untested)} never tested against it")
     return lines
+
+
+def violated(report: Any) -> set[str]:
+    """The invariants a campaign's report (or result's signatures) shows violated."""
+    return {g["invariant"] for g in report["signatures"]}

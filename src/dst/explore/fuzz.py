@@ -400,6 +400,6 @@ def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stop
         signatures=tuple(group(key, t) for key, t in sorted(tally.groups.items(), key=lambda kt: kt[1].first.seed)),
         unjudged=tuple(group(kind, t) for kind, t in sorted(tally.unjudged.items())),
         invariants=tuple(sorted(tally.checked)),
-        coverage=coverage, never_reached=tuple(never_reached(coverage)),
+        coverage=coverage, never_reached=tuple(never_reached(coverage, {t.invariant for t in tally.groups.values()})),
         stopped=stopped, wall_seconds=round(wall, 3),
     )

@@ -99,13 +99,24 @@ class ServerDownWithLeases(Situation):
 @situation
 class ReclaimedWhileWorking(Situation):
     id = "reclaimed-while-working"
-    statement = "a lease was removed (reaped, evicted) while its holder still worked under it"
+    statement = ("a lease was removed (reaped, evicted) or expired while its holder still worked under it, or its "
+                 "holder began work under one the authority no longer recognised")
     parts = LEASES
     tests = ("single-executor", "fenced-writes")
-    never = "no lease was ever reclaimed while its holder worked"
+    never = "no lease was ever reclaimed or expired while its holder worked"
 
     def removed_while_working(self, client: str, lease: int) -> None:
         self.count += 1
+
+    def work_started(self, client: str, handle: Any, other: str | None) -> None:
+        if handle.__class__ is int and not self.g.recognised_lease(handle, client):
+            self.count += 1
+
+    def work_stopped(self, client: str, handle: Any) -> None:
+        if handle.__class__ is int:
+            expiry = self.g.view.expiry(handle)
+            if expiry is None or expiry < self.g.kernel.now:
+                self.count += 1
 
 
 @situation
@@ -183,9 +194,11 @@ def catalogue(declared_by_model: tuple[Declared, ...] = ()) -> tuple[Declared, .
     return (*(unit.declared() for unit in SITUATIONS), *declared_by_model)
 
 
-def cases_met(reached: dict[str, int], situations: tuple[Declared, ...], invariants: tuple[str, ...]) -> dict[str, int]:
+def cases_met(reached: dict[str, int], situations: tuple[Declared, ...], invariants: tuple[str, ...],
+              violated: Any = None) -> dict[str, int]:
     """How many times each invariant a run checked met a case it exists for: the times a situation that
-    tests it came up (an invariant checks after every step, so a case that came up was checked)."""
+    tests it came up (an invariant checks after every step, so a case that came up was checked), and at least
+    once for the invariant the run violated (``violated``: its violation, if any): it met its case there."""
     checked = set(invariants)
     met = dict.fromkeys(invariants, 0)
     for s in situations:
@@ -194,4 +207,7 @@ def cases_met(reached: dict[str, int], situations: tuple[Declared, ...], invaria
             for invariant in s.tests:
                 if invariant in checked:
                     met[invariant] += n
+    broken = getattr(violated, "invariant", None)
+    if broken in met and not met[broken]:
+        met[broken] = 1
     return met

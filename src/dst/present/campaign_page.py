@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..explore.coverage import never_reached
+from ..explore.coverage import never_reached, violated
 from ..explore.report import Report
 from .page import GENERATOR
 
@@ -39,7 +39,7 @@ def campaign_page(report: Report) -> str:
         f"<h1>dst campaign: {escape(report['scenario'])}</h1>",
         f"<div class=\"meta\" data-role=\"summary\">{_summary(report)}</div>",
     ]
-    never = never_reached(coverage)
+    never = never_reached(coverage, violated(report))
     parts.append("<h2>Never reached</h2>")
     parts += [f"<div class=\"never\" data-role=\"never\">{escape(line)}</div>" for line in never] or \
         ["<p data-role=\"never-none\">Every risky situation came up at least once.</p>"]

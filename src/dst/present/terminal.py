@@ -175,7 +175,9 @@ def render_fuzz(console: Console, report: Report) -> None:
                                                   f"{group['first_seed']}: {group['why']} ({group['reproduce']})",
                                                   "yellow")))
     if "coverage" in report:
-        _coverage_rows(grid, report["coverage"])
+        from ..explore.coverage import violated
+
+        _coverage_rows(grid, report["coverage"], violated(report))
     console.print(grid)
     if not report["signatures"]:
         return
@@ -194,19 +196,20 @@ def render_fuzz(console: Console, report: Report) -> None:
                             f"{f['steps_after']} in {f['minimizer_runs']} runs, {f['minimizer_seconds']}s)"))
 
 
-def _coverage_rows(grid: Table, coverage: dict[str, Any]) -> None:
-    """What the campaign exercised, and, in yellow, what it never reached."""
+def _coverage_rows(grid: Table, coverage: dict[str, Any], broken: set[str]) -> None:
+    """What the campaign exercised, and, in yellow, what it never reached (``broken``: the invariants it
+    violated, which met their cases whatever else says so)."""
     from ..explore.coverage import never_reached
 
     grid.add_row("faults fired", plain(_counts(coverage.get("faults", {}))))
     reached = [f"{name} in {c['runs']:,} run(s)" for name, c in coverage.get("situations", {}).items() if c["runs"]]
     grid.add_row("reached", plain(", ".join(reached) or "no risky situation"))
-    for line in never_reached(coverage):
+    for line in never_reached(coverage, broken):
         grid.add_row("never reached", plain((line, "yellow")))
     cases = coverage.get("invariants", {})
     met = [f"{name} {n:,}" for name, n in cases.items() if n]
     grid.add_row("cases met", plain(", ".join(met) or "none"))
-    unmet = [name for name, n in cases.items() if not n]
+    unmet = [name for name, n in cases.items() if not n and name not in broken]
     if unmet:
         grid.add_row("never tested", plain((f"{', '.join(unmet)}: checked, but never met a case it exists for",
                                             "yellow")))

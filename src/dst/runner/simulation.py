@@ -420,7 +420,7 @@ class Simulation:
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
             checks=checks, jobs=dict(jobs), violation=violation, befell=(self.network.drawn, self.server.drawn),
             unjudged=unjudged, situations=reached,
-            cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants),
+            cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants, violation),
             plan_given=self.plan_given,
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
