@@ -90,14 +90,16 @@ class LeaseStore:
         return lease
 
     async def renew(self, lease: int, holder: str, ttl: float) -> float | None:
-        expires_at = time.time() + ttl
         if "leases-in-memory" in self.bugs:
             found = self.memory.get(lease)
             if found is None or found["holder"] != holder:
                 return None
-            found["expires_at"] = expires_at
+            found["expires_at"] = expires_at = time.time() + ttl
             return expires_at
         async with self.transaction() as db:
+            # Stamped once the write lock is ours: of two renewals at once (a retry beside the original), the one
+            # that writes last stamps last, so the expiry never moves back.
+            expires_at = time.time() + ttl
             cursor = await db.execute("UPDATE leases SET expires_at = ? WHERE id = ? AND holder = ?",
                                       (expires_at, lease, holder))
             return expires_at if cursor.rowcount else None

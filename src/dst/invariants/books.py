@@ -100,6 +100,7 @@ class Books:
         self.recognised = {name: 0 for name in limits}
         self.counted: set[int] = set()  # the leases in ``recognised``
         self.expiry_of: dict[int, int] = {}  # the expiry last seen for each stored lease
+        self.expiry_before: int | None = None  # during a renewal's checks: the lease's expiry before it
         self.expiring: dict[str, list[tuple[int, int]]] = {name: [] for name in limits}  # heaps of (expiry, lease)
         self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
         self.working: dict[str, int] = {}  # client -> lease it works under right now
@@ -172,6 +173,7 @@ class Books:
             self.on_target.setdefault(target, set()).add(lease)
 
     def lease_renewed(self, lease: int, limit: str) -> None:
+        self.expiry_before = self.expiry_of.get(lease)  # for the checks: the expiry the renewal replaced
         self._saw_expiry(lease, limit)  # a renewal can make a lease count again
         self._dirty.append(limit)
         for check in self._watchers["lease_renewed"]:

@@ -169,3 +169,20 @@ class StrandedSlot(Invariant):
         if left:
             shown = ", ".join(f"L{lease}({g.live.get(lease, '?')})" for lease in left[:5])
             self.fail(f"after the quiet period {len(left)} lease(s) remain: {shown}")
+
+
+@invariant
+class ExpiryOnlyForward(Invariant):
+    id = "expiry-only-forward"
+    title = "lease-expiry-moved-back"
+    statement = ("a lease's expiry, as the authority stores it, never moves backwards while the lease lives: a "
+                 "renewal only extends it (a holder that renewed may count on the later one)")
+    parts = LEASES
+
+    def lease_renewed(self, lease: int) -> None:
+        self.checks += 1
+        g = self.g
+        before, expiry = g.expiry_before, g.expiry_of.get(lease)
+        if before and expiry is not None and expiry < before:
+            self.fail(f"L{lease}'s expiry moved back from t={before} to t={expiry} at a renewal "
+                      f"({g.lease_state(lease)})")
