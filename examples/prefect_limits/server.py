@@ -24,7 +24,7 @@ import asyncio
 import inspect
 import os
 import uuid
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import prefect.locking._filelock as filelock
 import prefect.server.database.configurations as db_configurations
@@ -92,17 +92,18 @@ def settled() -> bool:
     return all(task.done() for tasks in revoking.values() for task in tasks)
 
 
-async def repossessor(every: float) -> None:
-    """Prefect's repossessor on its loop interval: the scan of expired leases, then a revoke task per lease (where
-    Prefect keys them, for a lease that none is revoking yet: docket's key-based deduplication)."""
+async def repossessor(every: float, revoke: Callable[..., Awaitable[None]] = revoke_expired_lease,
+                      keyed: bool = KEYED) -> None:
+    """Prefect's repossessor on its loop interval: the scan of expired leases, then a ``revoke`` task per lease
+    (``keyed``: for a lease that none is revoking yet, docket's key-based deduplication; else one per scan)."""
     while True:
         await asyncio.sleep(every)
         for lease_id in list(revoking):
             revoking[lease_id] = [task for task in revoking[lease_id] if not task.done()]
         for lease_id in await get_concurrency_lease_storage().read_expired_lease_ids():
-            if KEYED and revoking.get(lease_id):
+            if keyed and revoking.get(lease_id):
                 continue
-            revoking.setdefault(lease_id, []).append(asyncio.create_task(revoke_expired_lease(
+            revoking.setdefault(lease_id, []).append(asyncio.create_task(revoke(
                 lease_id, db=provide_database_interface(), lease_storage=get_concurrency_lease_storage())))
 
 
