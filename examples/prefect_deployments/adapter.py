@@ -61,7 +61,8 @@ class Options:
                             help="the deployment's grace_period_seconds: the lease PENDING takes (Prefect: 60s to 1 day)")
     lease_duration: int = sut.option(300_000, "positive-duration",
                                      help="the lease_duration the flow engine renews with (Prefect's engine: 300s)")
-    provision: int = sut.option(5_000, "duration", help="how long the worker's infrastructure takes to start the engine")
+    provision: int = sut.option(5_000, "duration",
+                                help="how long the worker's infrastructure takes to start the engine")
     repossessor_interval: int = sut.option(15_000, "positive-duration",
                                            help="PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS")
     storage: str = sut.option("memory", "choice", choices=settings.STORAGES,
@@ -111,19 +112,18 @@ def build(env: sut.Env[Options]) -> aio.System:
     workers: dict[uuid.UUID, str] = {}  # flow run -> the client driving it
     table = Table(ids, folder, o.storage, limit, workers)
     ledger.ACTIVE = ledger.Ledger(env.facts, limit, ids.of)
-    deployment: list[uuid.UUID] = []  # the deployment's id, as the last boot found it
     duration = o.lease_duration / 1000
     patience = env.workload.acquire_patience / 1000
 
     async def start() -> Any:
-        return await server.start(size, o.grace // 1000, o.repossessor_interval / 1000, deployment)
+        return await server.start(size, o.grace // 1000, o.repossessor_interval / 1000)
 
     async def job(client: str, incarnation: int, order: sut.Order) -> str:
         loop = asyncio.get_running_loop()
         work, user = order.arg("work"), order.arg("writes", 0)
         async with PrefectClient(api="http://server/api", httpx_settings={"transport": aio.transport()}) as api:
             try:
-                run = await api.create_flow_run_from_deployment(deployment[0])
+                run = await api.create_flow_run_from_deployment(server.DEPLOYMENT_ID)
             except httpx.HTTPError as e:
                 return f"no run created ({type(e).__name__})"
             workers[run.id] = client
@@ -156,6 +156,8 @@ def build(env: sut.Env[Options]) -> aio.System:
                 return f"running failed ({type(e).__name__})"
             if result.status != SetStateStatus.ACCEPT:
                 state = result.state.type.value if result.state is not None else "none"
+                if state == "CANCELLED":
+                    env.facts.reached("cancelled-after-lost-lease")
                 return f"running {result.status.value.lower()}: {state}"
             lease_id = result.state.state_details.deployment_concurrency_lease_id if result.state else None
             if lease_id is None:
@@ -224,8 +226,28 @@ def build(env: sut.Env[Options]) -> aio.System:
 
 
 SITUATIONS = (
-    sut.Situation("decrement-without-claim", "a decrement was made on behalf of a lease with no claim, and no other "
-                  "lease held one (it took nothing: the count was at 0)", ("no-foreign-release",)),
+    sut.Situation("fallback-without-claim", "a transition's release found its lease gone and decremented the "
+                  "deployment's limit anyway (the fallback), its slot already given back", ("no-foreign-release",),
+                  "no run reached a terminal state after its lease was reaped"),
+    sut.Situation("release-without-claim", "a transition's release read its lease present and decremented, its slot "
+                  "already given back by a reaper that read it too", ("no-foreign-release",),
+                  "no terminal release read a lease a reaper was revoking"),
+    sut.Situation("reap-without-claim", "a reap decremented for a lease whose slot was already given back (by a "
+                  "deletion, a release, or another reap)", ("no-foreign-release",),
+                  "no lease was reaped after its slot was given back"),
+    sut.Situation("deletion-without-claim", "a deletion decremented for a run whose lease's slot was already given "
+                  "back", ("no-foreign-release",), "no run was deleted after its slot was given back"),
+    sut.Situation("unnamed-without-claim", "a decrement on behalf of no lease", ("no-foreign-release",)),
+    sut.Situation("revokes-at-once", "two revoke tasks of one lease ran at once (a scan found it expired while "
+                  "the last one's revoke was under way)", ("no-foreign-release",),
+                  "no revoke outlasted the repossessor's interval"),
+    sut.Situation("reap-of-a-renewed-lease", "a revoke removed a lease renewed after the revoke read it (the "
+                  "model's stale reap)", ("single-executor",), "no renewal landed between a revoke's read and its "
+                  "removal of the lease"),
+    sut.Situation("cancelled-after-lost-lease", "an engine's RUNNING was rejected into CANCELLED: its lease was gone "
+                  "and no slot was free (the rejection's release finds the lease gone: the fallback)",
+                  ("no-foreign-release",), "no worker lost its lease between PENDING and RUNNING while the limit was "
+                  "full"),
     sut.Situation("slot-taken-for-no-lease", "a slot was counted with no lease created for it", ("slot-accounting",)),
 )
 

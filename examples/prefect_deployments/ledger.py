@@ -40,8 +40,12 @@ from prefect.server.services import repossessor as repossessor_service
 from dst import sut
 
 NOBODY = None
-# The lease a decrement made in this task is for (set around the calls that release a lease's slot).
+# The lease a decrement made in this task is for (set around the calls that release a lease's slot), and which
+# path releases it: "release" (a transition's rule), "deletion", "reap".
 RELEASING: contextvars.ContextVar[uuid.UUID | None] = contextvars.ContextVar("releasing", default=NOBODY)
+RELEASER: contextvars.ContextVar[str] = contextvars.ContextVar("releaser", default="unnamed")
+# Whether the release in this task found its lease when it read it (else it decrements by the fallback).
+RELEASE_FOUND: contextvars.ContextVar[bool] = contextvars.ContextVar("release_found", default=True)
 # The flow run whose state this task orchestrates: a lease created now is that run's.
 ORCHESTRATING: contextvars.ContextVar[uuid.UUID | None] = contextvars.ContextVar("orchestrating", default=None)
 
@@ -52,6 +56,7 @@ class Change:
 
     taken: bool  # an increment (else a decrement)
     lease: uuid.UUID | None  # the lease it is for (an increment's: set when the lease is created)
+    by: str = "increment"  # a decrement's path (RELEASER)
 
 
 # An increment made in this task whose lease is not created yet.
@@ -66,7 +71,8 @@ class Ledger:
         self.claims: dict[uuid.UUID, int] = {}
         self.pending: dict[int, list[Change]] = {}  # id of a (sync) session -> its uncommitted changes
         self.run_of: dict[uuid.UUID, uuid.UUID] = {}  # lease -> the flow run it was created for
-        self.renewed_since_read: set[uuid.UUID] = set()  # leases renewed while a revoke of theirs was under way
+        self.read_by_reaper: dict[uuid.UUID, Any] = {}  # lease -> the expiry a revoke task of it read
+        self.revoking: dict[uuid.UUID, int] = {}  # lease -> its revoke tasks under way
 
     def note(self, session: Any, change: Change) -> None:
         self.pending.setdefault(id(session.sync_session), []).append(change)
@@ -82,17 +88,23 @@ class Ledger:
             elif change.lease is not None and self.claims.get(change.lease, 0) > 0:
                 self.claims[change.lease] -= 1
                 self.facts.slots_returned(self.number(change.lease), self.limit, 1)
-            elif any(self.claims.values()):  # another lease's slot: the model's foreign decrement
-                self.facts.slots_returned(None if change.lease is None else self.number(change.lease), self.limit, 1)
             else:
-                self.facts.reached("decrement-without-claim")  # no claim to take from: the count stays at 0
+                # A decrement for a lease whose slot was already given back: by a transition whose lease is gone
+                # (the fallback) or was read before a reaper gave it back, by a reap after a deletion, a release or
+                # another reap. Counted by path; with another lease's claim to take, it is the model's foreign one.
+                self.facts.reached(f"{change.by}-without-claim")
+                if any(self.claims.values()):  # the fallback decrements the limit by its id, naming no lease
+                    named = change.lease is not None and change.by != "fallback"
+                    self.facts.slots_returned(self.number(change.lease) if named else None, self.limit, 1)
 
     def rolled_back(self, session: sqlalchemy.orm.Session) -> None:
         self.pending.pop(id(session), None)
 
     def forget_process(self) -> None:
-        """The server died: its open transactions never commit."""
+        """The server died: its open transactions never commit, its revoke tasks never go on."""
         self.pending.clear()
+        self.read_by_reaper.clear()
+        self.revoking.clear()
 
 
 ACTIVE: Ledger | None = None  # the ledger of the run in progress in this process (runs do not overlap in one)
@@ -121,7 +133,9 @@ def _counting_decrements(original: Coro) -> Coro:
     async def bulk_decrement_active_slots(*args: Any, **kwargs: Any) -> Any:
         released = await original(*args, **kwargs)
         if ACTIVE is not None and released:
-            ACTIVE.note(_session(args, kwargs), Change(False, RELEASING.get()))
+            by = RELEASER.get()
+            ACTIVE.note(_session(args, kwargs), Change(False, RELEASING.get(),
+                                                       "fallback" if by == "release" and not RELEASE_FOUND.get() else by))
         return released
     return bulk_decrement_active_slots
 
@@ -142,15 +156,42 @@ def _naming_the_lease(original: Coro) -> Coro:
     return create_lease
 
 
-def _releasing(original: Coro, lease_of: Callable[..., uuid.UUID | None]) -> Coro:
+def _releasing(original: Coro, lease_of: Callable[..., uuid.UUID | None], by: str) -> Coro:
     @functools.wraps(original)
     async def releasing(*args: Any, **kwargs: Any) -> Any:
-        token = RELEASING.set(lease_of(*args, **kwargs))
+        token, path = RELEASING.set(lease_of(*args, **kwargs)), RELEASER.set(by)
         try:
             return await original(*args, **kwargs)
         finally:
             RELEASING.reset(token)
+            RELEASER.reset(path)
     return releasing
+
+
+def _reads(original: Coro) -> Coro:
+    @functools.wraps(original)
+    async def read_lease(self: Any, lease_id: uuid.UUID, *args: Any, **kwargs: Any) -> Any:
+        lease = await original(self, lease_id, *args, **kwargs)
+        if ACTIVE is not None:
+            by = RELEASER.get()
+            if by == "reap" and lease is not None:
+                ACTIVE.read_by_reaper[lease_id] = lease.expiration
+            elif by == "release":
+                RELEASE_FOUND.set(lease is not None)
+        return lease
+    return read_lease
+
+
+def _reaper_revokes(original: Coro) -> Coro:
+    @functools.wraps(original)
+    async def revoke_lease(self: Any, lease_id: uuid.UUID, *args: Any, **kwargs: Any) -> Any:
+        if ACTIVE is not None and RELEASER.get() == "reap" and lease_id in ACTIVE.read_by_reaper:
+            read = ACTIVE.read_by_reaper.pop(lease_id)
+            now = self.leases.get(lease_id) if isinstance(self, memory_storage.ConcurrencyLeaseStorage) else None
+            if now is not None and now.expiration != read:
+                ACTIVE.facts.reached("reap-of-a-renewed-lease")  # the model's stale reap: renewed after the read
+        return await original(self, lease_id, *args, **kwargs)
+    return revoke_lease
 
 
 def _orchestrating(original: Coro) -> Coro:
@@ -170,9 +211,21 @@ def _lease_named(session: Any = None, lease_id: uuid.UUID | None = None, **_: An
     return lease_id
 
 
-def revoking(lease_id: uuid.UUID) -> contextvars.Token[uuid.UUID | None]:
-    """The repossessor's revoke task for ``lease_id`` decrements on its behalf (called in that task)."""
-    return RELEASING.set(lease_id)
+def revoking(lease_id: uuid.UUID) -> Callable[[], None]:
+    """The repossessor's revoke task for ``lease_id`` decrements on its behalf (called in that task); returns what
+    ends it."""
+    token, path = RELEASING.set(lease_id), RELEASER.set("reap")
+    if ACTIVE is not None:
+        ACTIVE.revoking[lease_id] = ACTIVE.revoking.get(lease_id, 0) + 1
+        if ACTIVE.revoking[lease_id] > 1:
+            ACTIVE.facts.reached("revokes-at-once")  # docket's key is free again once a task starts
+
+    def done() -> None:
+        RELEASING.reset(token)
+        RELEASER.reset(path)
+        if ACTIVE is not None:
+            ACTIVE.revoking[lease_id] -= 1
+    return done
 
 
 def _install() -> None:
@@ -183,9 +236,12 @@ def _install() -> None:
     repossessor_service.bulk_decrement_active_slots = decrement  # imported there by name
     for storage in (memory_storage.ConcurrencyLeaseStorage, file_storage.ConcurrencyLeaseStorage):
         storage.create_lease = _naming_the_lease(storage.create_lease)  # type: ignore[method-assign]
-    core_policy._release_concurrency_lease = _releasing(core_policy._release_concurrency_lease, _lease_named)
+        storage.read_lease = _reads(storage.read_lease)  # type: ignore[method-assign]
+        storage.revoke_lease = _reaper_revokes(storage.revoke_lease)  # type: ignore[method-assign]
+    core_policy._release_concurrency_lease = _releasing(core_policy._release_concurrency_lease, _lease_named,
+                                                        "release")
     flow_runs_model.cleanup_flow_run_concurrency_slots = _releasing(
-        flow_runs_model.cleanup_flow_run_concurrency_slots, _lease_of_run)
+        flow_runs_model.cleanup_flow_run_concurrency_slots, _lease_of_run, "deletion")
     flow_runs_model.set_flow_run_state = _orchestrating(flow_runs_model.set_flow_run_state)
 
     def committed(session: sqlalchemy.orm.Session) -> None:

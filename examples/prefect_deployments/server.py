@@ -32,6 +32,8 @@ from examples.prefect_limits import server as base
 from . import ledger
 
 FLOW, DEPLOYMENT = "dst-flow", "dst-deployment"
+# The deployment's id, fixed: its workers know it from their configuration, not from the server's memory.
+DEPLOYMENT_ID = uuid.UUID("5d1e0000-0000-4000-8000-00000000d001")
 
 
 class DroppedTasks:
@@ -44,8 +46,8 @@ class DroppedTasks:
         return schedule
 
 
-async def create_deployment(limit: int, grace_seconds: int) -> uuid.UUID:
-    """The deployment and its concurrency limit, created through Prefect's model layer, once; its id."""
+async def create_deployment(limit: int, grace_seconds: int) -> None:
+    """The deployment and its concurrency limit, created through Prefect's model layer, once."""
     db = provide_database_interface()
     async with db.session_context(begin_transaction=True) as session:
         flow = await models.flows.read_flow_by_name(session=session, name=FLOW)
@@ -53,30 +55,28 @@ async def create_deployment(limit: int, grace_seconds: int) -> uuid.UUID:
             flow = await models.flows.create_flow(session=session, flow=schemas.core.Flow(name=FLOW))
         found = await models.deployments.read_deployment_by_name(session=session, name=DEPLOYMENT, flow_name=FLOW)
         if found is not None:
-            return uuid.UUID(str(found.id))
+            return
         options = schemas.core.ConcurrencyOptions(collision_strategy=schemas.core.ConcurrencyLimitStrategy.ENQUEUE,
                                                   grace_period_seconds=grace_seconds)
-        created = await models.deployments.create_deployment(session=session, deployment=schemas.core.Deployment(
-            name=DEPLOYMENT, flow_id=flow.id, concurrency_limit=limit, concurrency_options=options))
-        assert created is not None
-        return uuid.UUID(str(created.id))
+        await models.deployments.create_deployment(session=session, deployment=schemas.core.Deployment(
+            id=DEPLOYMENT_ID, name=DEPLOYMENT, flow_id=flow.id, concurrency_limit=limit, concurrency_options=options))
 
 
 async def revoke(lease_id: uuid.UUID, **kwargs: Any) -> None:
     """Prefect's revoke step, its decrement noted as this lease's."""
-    token = ledger.revoking(lease_id)
+    done = ledger.revoking(lease_id)
     try:
         await revoke_expired_lease(lease_id, **kwargs)
     finally:
-        ledger.RELEASING.reset(token)
+        done()
 
 
-async def start(limit: int, grace_seconds: int, repossessor_every: float, deployment: list[uuid.UUID]) -> Any:
-    """One boot: Prefect's memory new, its database as the last process left it; ``deployment`` gets the id."""
+async def start(limit: int, grace_seconds: int, repossessor_every: float) -> Any:
+    """One boot: Prefect's memory new, its database as the last process left it."""
     base.reset()
     if ledger.ACTIVE is not None:
         ledger.ACTIVE.forget_process()
-    deployment[:] = [await create_deployment(limit, grace_seconds)]
+    await create_deployment(limit, grace_seconds)
     asyncio.get_running_loop().create_task(base.repossessor(repossessor_every, revoke=revoke, keyed=False))
     app = create_app(ignore_cache=True, ephemeral=True)
     for route in app.routes:
