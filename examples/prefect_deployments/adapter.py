@@ -15,8 +15,9 @@ rules take and give back the slots:
   ``examples.prefect_limits.adapter.renew_until_it_fails``), works, and proposes COMPLETED
   (``ReleaseFlowConcurrencySlots`` gives the slot back). When renewal gives up the engine is cancelled and the run
   ends CRASHED. The engine works only within the validity its last answered renewal guaranteed (sent at ``t``
-  for ``d`` seconds: valid until ``t + d`` at least), so that ``single-executor`` speaks of the server alone: a
-  lease removed while its engine works was removed before the expiry the server had granted;
+  for ``d`` seconds: valid until ``t + d`` at least; an accepted RUNNING renewed it for the grace period), so that
+  ``single-executor`` speaks of the server alone: a lease removed while its engine works was removed before the
+  expiry the server had granted;
 * **a user** acts on the run half way through its work, as the step's ``writes`` says (see ``USER``): cancels it
   (CANCELLING, and the worker's cancellation ends it CANCELLED) or deletes it (``DELETE /flow_runs/{id}``:
   ``cleanup_flow_run_concurrency_slots``).
@@ -148,6 +149,7 @@ def build(env: sut.Env[Options]) -> aio.System:
             await aio.moment("pending")
             await asyncio.sleep(o.provision / 1000)  # the infrastructure starts
             # The flow engine.
+            sent = loop.time()
             try:
                 result = await api.set_flow_run_state(run.id, states.Running())
             except ObjectNotFound:
@@ -163,7 +165,7 @@ def build(env: sut.Env[Options]) -> aio.System:
             if lease_id is None:
                 return "running without a lease"
             await aio.moment("running")
-            valid_until = [loop.time() + 0.0]  # nothing guaranteed yet beyond what the transition renewed
+            valid_until = [sent + o.grace / 1000]  # RUNNING renewed the lease (or took a new one) for the grace period
             failed, cancelled = asyncio.Event(), asyncio.Event()
 
             def renewed(sent: float) -> None:
@@ -226,18 +228,25 @@ def build(env: sut.Env[Options]) -> aio.System:
 
 
 SITUATIONS = (
-    sut.Situation("fallback-without-claim", "a transition's release found its lease gone and decremented the "
-                  "deployment's limit anyway (the fallback), its slot already given back", ("no-foreign-release",),
-                  "no run reached a terminal state after its lease was reaped"),
-    sut.Situation("release-without-claim", "a transition's release read its lease present and decremented, its slot "
-                  "already given back by a reaper that read it too", ("no-foreign-release",),
-                  "no terminal release read a lease a reaper was revoking"),
-    sut.Situation("reap-without-claim", "a reap decremented for a lease whose slot was already given back (by a "
-                  "deletion, a release, or another reap)", ("no-foreign-release",),
-                  "no lease was reaped after its slot was given back"),
-    sut.Situation("deletion-without-claim", "a deletion decremented for a run whose lease's slot was already given "
-                  "back", ("no-foreign-release",), "no run was deleted after its slot was given back"),
-    sut.Situation("unnamed-without-claim", "a decrement on behalf of no lease", ("no-foreign-release",)),
+    # A decrement for a lease whose slot was already given back, by its path and the path that gave the slot back
+    # (with another lease's claim to take, no-foreign-release fails at it): the model's counterexamples first.
+    sut.Situation("reap-after-deletion", "a reap decremented for a deleted run's lease, whose slot the deletion had "
+                  "given back (the model's flow-run deletion)", ("no-foreign-release",),
+                  "no deleted run's lease was reaped"),
+    sut.Situation("fallback-after-reap", "a transition's release found its lease reaped and decremented the limit by "
+                  "its id (the model's missing-lease fallback)", ("no-foreign-release",),
+                  "no run left PENDING or RUNNING after its lease was reaped"),
+    sut.Situation("reap-after-release", "a reap decremented for a lease a transition had released, both having read "
+                  "it present (the model's read-present release)", ("no-foreign-release",),
+                  "no reap read a lease that a release was giving back"),
+    sut.Situation("release-after-reap", "a transition's release decremented for a lease a reap had given back, both "
+                  "having read it present (the model's read-present release)", ("no-foreign-release",),
+                  "no release read a lease that a reap was giving back"),
+    sut.Situation("reap-after-reap", "two reaps decremented for one lease (the model's duplicate reapers)",
+                  ("no-foreign-release",), "no lease was reaped twice"),
+    sut.Situation("deletion-after-reap", "a deletion decremented for a run whose lease had been reaped (the model "
+                  "has a deletion only of a run that holds its claim)", ("no-foreign-release",),
+                  "no run was deleted after its lease was reaped"),
     sut.Situation("revokes-at-once", "two revoke tasks of one lease ran at once (a scan found it expired while "
                   "the last one's revoke was under way)", ("no-foreign-release",),
                   "no revoke outlasted the repossessor's interval"),

@@ -71,6 +71,7 @@ class Ledger:
         self.claims: dict[uuid.UUID, int] = {}
         self.pending: dict[int, list[Change]] = {}  # id of a (sync) session -> its uncommitted changes
         self.run_of: dict[uuid.UUID, uuid.UUID] = {}  # lease -> the flow run it was created for
+        self.given_back_by: dict[uuid.UUID, str] = {}  # lease -> the path that gave its slot back
         self.read_by_reaper: dict[uuid.UUID, Any] = {}  # lease -> the expiry a revoke task of it read
         self.revoking: dict[uuid.UUID, int] = {}  # lease -> its revoke tasks under way
 
@@ -87,12 +88,15 @@ class Ledger:
                 self.facts.slots_taken(self.number(change.lease), self.limit, 1)
             elif change.lease is not None and self.claims.get(change.lease, 0) > 0:
                 self.claims[change.lease] -= 1
+                self.given_back_by[change.lease] = change.by
                 self.facts.slots_returned(self.number(change.lease), self.limit, 1)
             else:
-                # A decrement for a lease whose slot was already given back: by a transition whose lease is gone
-                # (the fallback) or was read before a reaper gave it back, by a reap after a deletion, a release or
-                # another reap. Counted by path; with another lease's claim to take, it is the model's foreign one.
-                self.facts.reached(f"{change.by}-without-claim")
+                # A decrement for a lease whose slot was already given back, counted by the two paths (this one,
+                # and the one that gave the slot back): a reap after a deletion, a fallback release after a reap, a
+                # release and a reap that both read the lease, two reaps. With another lease's claim to take, it
+                # is the model's foreign decrement.
+                first = self.given_back_by.get(change.lease, "none") if change.lease is not None else "none"
+                self.facts.reached(f"{change.by}-after-{first}")
                 if any(self.claims.values()):  # the fallback decrements the limit by its id, naming no lease
                     named = change.lease is not None and change.by != "fallback"
                     self.facts.slots_returned(self.number(change.lease) if named else None, self.limit, 1)
