@@ -13,7 +13,8 @@ rules take and give back the slots:
   slot if the lease is gone, or rejects into CANCELLED when none is free), renews the lease as
   ``maintain_concurrency_lease(lease_id, 300, raise_on_lease_renewal_failure=True)`` does (Prefect's renewal loop,
   ``examples.prefect_limits.adapter.renew_until_it_fails``), works, and proposes COMPLETED
-  (``ReleaseFlowConcurrencySlots`` gives the slot back). When renewal gives up the engine is cancelled and the run
+  (``ReleaseFlowConcurrencySlots`` gives the slot back), still renewing until that is answered (Prefect's engine
+  proposes it inside the run context that maintains the lease). When renewal gives up the engine is cancelled and the run
   ends CRASHED. The engine works only within the validity its last answered renewal guaranteed (sent at ``t``
   for ``d`` seconds: valid until ``t + d`` at least; an accepted RUNNING renewed it for the grace period), so that
   ``single-executor`` speaks of the server alone: a lease removed while its engine works was removed before the
@@ -187,18 +188,19 @@ def build(env: sut.Env[Options]) -> aio.System:
                     continue
                 piece = min(left, 1_000, room)
                 left -= piece - await aio.work(ids.of(lease_id), piece)
-            renewing.cancel()
             if acting is not None:
                 await acting
             await aio.moment("before-terminal")
             final = {"completed": states.Completed(), "cancelled": states.Cancelled(),
                      "lease lost": states.Crashed(message="lease renewal failed")}[outcome]
-            try:
+            try:  # the engine proposes its terminal state inside the run context: the lease is still renewed
                 result = await api.set_flow_run_state(run.id, final)
             except ObjectNotFound:
                 return f"{outcome}; the run was deleted"
             except httpx.HTTPError as e:
                 return f"{outcome}; terminal state failed ({type(e).__name__})"
+            finally:
+                renewing.cancel()
             return outcome if result.status == SetStateStatus.ACCEPT else f"{outcome}; {result.status.value.lower()}"
 
     async def act(api: PrefectClient, run_id: uuid.UUID, user: int, after: float, cancelled: asyncio.Event) -> None:
