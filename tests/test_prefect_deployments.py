@@ -1,6 +1,7 @@
-"""Prefect's own deployment concurrency under dst (examples/prefect_deployments): what dst found in it replays, a
-quiet seed runs clean, and the ledger that says on whose behalf each slot moved (the TLA+ model's claims) leaves
-the count and the claims in agreement. Needs the prefect extra, else skipped."""
+"""Prefect's own deployment concurrency under dst (examples/prefect_deployments): what dst found in it replays on
+Prefect 3.9.1 (the extra's pin) with the same trace digests, and a quiet seed runs clean, with every slot given
+back by the lease that took it (the TLA+ model's claims, kept by the adapter's ledger). Needs the prefect extra,
+else skipped."""
 
 from __future__ import annotations
 
