@@ -42,6 +42,8 @@ import attrs
 import httpx
 from prefect import states
 from prefect.client.orchestration import PrefectClient
+from prefect.client.schemas import OrchestrationResult
+from prefect.client.schemas.objects import State
 from prefect.client.schemas.responses import SetStateStatus
 from prefect.concurrency import _leases as renewal
 from prefect.exceptions import ObjectNotFound
@@ -133,17 +135,18 @@ def build(env: sut.Env[Options]) -> aio.System:
             give_up = loop.time() + patience
             while True:
                 try:
-                    result = await api.set_flow_run_state(run.id, states.Pending())
+                    result: OrchestrationResult[Any] = await api.set_flow_run_state(run.id, states.Pending())
                 except (httpx.HTTPError, ObjectNotFound) as e:
                     return f"pending failed ({type(e).__name__})"
                 if result.status == SetStateStatus.ACCEPT:
                     break
                 if result.status == SetStateStatus.WAIT:
-                    await asyncio.sleep(result.details.delay_seconds)
+                    await asyncio.sleep(getattr(result.details, "delay_seconds", 0))
                     continue
                 if result.status != SetStateStatus.REJECT or result.state is None or not result.state.is_scheduled():
                     return f"pending {result.status.value.lower()}"
-                wait = result.state.state_details.scheduled_time.timestamp() - time.time()
+                scheduled = result.state.state_details.scheduled_time
+                wait = scheduled.timestamp() - time.time() if scheduled is not None else 0.0
                 if loop.time() + wait > give_up:
                     return "gave up waiting for a slot"
                 await asyncio.sleep(max(wait, 0))
@@ -194,7 +197,7 @@ def build(env: sut.Env[Options]) -> aio.System:
             if acting is not None:
                 await acting
             await aio.moment("before-terminal")
-            final = {"completed": states.Completed(), "cancelled": states.Cancelled(),
+            final: State[Any] = {"completed": states.Completed(), "cancelled": states.Cancelled(),
                      "lease lost": states.Crashed(message="lease renewal failed")}[outcome]
             try:  # the engine proposes its terminal state inside the run context: the lease is still renewed
                 result = await api.set_flow_run_state(run.id, final)
@@ -213,7 +216,7 @@ def build(env: sut.Env[Options]) -> aio.System:
             if user == DELETES:
                 await api.delete_flow_run(run_id)
             elif user == CANCELS:
-                result = await api.set_flow_run_state(run_id, states.Cancelling())
+                result: OrchestrationResult[Any] = await api.set_flow_run_state(run_id, states.Cancelling())
                 if result.status == SetStateStatus.ACCEPT:
                     cancelled.set()  # the worker's cancellation observer: the engine stops
         except (httpx.HTTPError, ObjectNotFound):

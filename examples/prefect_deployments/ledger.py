@@ -98,8 +98,8 @@ class Ledger:
                 first = self.given_back_by.get(change.lease, "none") if change.lease is not None else "none"
                 self.facts.reached(f"{change.by}-after-{first}")
                 if any(self.claims.values()):  # the fallback decrements the limit by its id, naming no lease
-                    named = change.lease is not None and change.by != "fallback"
-                    self.facts.slots_returned(self.number(change.lease) if named else None, self.limit, 1)
+                    named = change.lease if change.by != "fallback" else None
+                    self.facts.slots_returned(None if named is None else self.number(named), self.limit, 1)
 
     def rolled_back(self, session: sqlalchemy.orm.Session) -> None:
         self.pending.pop(id(session), None)
@@ -237,7 +237,7 @@ def _install() -> None:
     limits_model.bulk_increment_active_slots = _counting_increments(limits_model.bulk_increment_active_slots)
     decrement = _counting_decrements(limits_model.bulk_decrement_active_slots)
     limits_model.bulk_decrement_active_slots = decrement
-    repossessor_service.bulk_decrement_active_slots = decrement  # imported there by name
+    setattr(repossessor_service, "bulk_decrement_active_slots", decrement)  # imported there by name
     for storage in (memory_storage.ConcurrencyLeaseStorage, file_storage.ConcurrencyLeaseStorage):
         storage.create_lease = _naming_the_lease(storage.create_lease)  # type: ignore[method-assign]
         storage.read_lease = _reads(storage.read_lease)  # type: ignore[method-assign]
