@@ -30,7 +30,7 @@ import sqlite3
 import tempfile
 import uuid
 from datetime import datetime
-from typing import Any, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 from . import settings  # noqa: I001  # first: Prefect's settings before Prefect is imported
 
@@ -151,15 +151,20 @@ class Table(aio.LeaseTable):
         return int(row[0]) if row else 0
 
 
-async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: float, failed: asyncio.Event) -> None:
+async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: float, failed: asyncio.Event,
+                               renewed: Callable[[float], None] | None = None) -> None:
     """Prefect's lease renewal loop (``_leases.py``: ``_lease_renewal_loop`` with
     ``_renew_concurrency_lease_with_retries``), with its own constants, as a task: its thread's
     ``stop_event.wait(d)`` is ``asyncio.sleep(d)``. It renews at once, then every 0.75 of the duration; after its
-    last attempt fails it sets ``failed`` (Prefect's ``_handle_lease_renewal_failure``) and stops."""
+    last attempt fails it sets ``failed`` (Prefect's ``_handle_lease_renewal_failure``) and stops. ``renewed`` is
+    told, after each renewal the server answered, when (loop time) its request was sent."""
     while True:
         for attempt in range(renewal._RENEWAL_MAX_ATTEMPTS):
             try:
+                sent = asyncio.get_running_loop().time()
                 await client.renew_concurrency_lease(lease_id=lease_id, lease_duration=ttl)
+                if renewed is not None:
+                    renewed(sent)
                 break
             except Exception:  # what Prefect's loop catches: any failure of the call
                 if attempt == renewal._RENEWAL_MAX_ATTEMPTS - 1:

@@ -24,16 +24,19 @@ import asyncio
 import inspect
 import os
 import uuid
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import prefect.locking._filelock as filelock
 import prefect.server.database.configurations as db_configurations
 import prefect.server.database.dependencies as db_dependencies
+import prefect.server.models.events as events_model
+import prefect.server.utilities.messaging.memory as memory_messaging
 from prefect.server import models
 from prefect.server.api.server import create_app
 from prefect.server.concurrency.lease_storage import get_concurrency_lease_storage
 from prefect.server.concurrency.lease_storage import memory as memory_storage
 from prefect.server.database import provide_database_interface
+from prefect.server.database.query_components import BaseQueryComponents
 from prefect.server.schemas.actions import ConcurrencyLimitV2Create
 from prefect.server.services import repossessor as repossessor_service
 from prefect.server.services.repossessor import revoke_expired_lease
@@ -51,6 +54,11 @@ def reset() -> None:
     memory_storage.ConcurrencyLeaseStorage._instance = None  # the in-memory leases (memory.py: a singleton)
     memory_storage.ConcurrencyLeaseStorage._initialized = False
     db_configurations.ENGINES.clear()  # engines cached per loop and URL: the dead process's pool
+    # Caches a process keeps in module and class globals, keyed by ids a seed repeats (a flow run's, a configuration
+    # key): the next boot, or the next run of the same seed in this process, would find them warm and skip a read.
+    for cache in (events_model._flow_run_resource_data_cache, BaseQueryComponents._configuration_cache,
+                  memory_messaging.Cache._recently_seen_messages):
+        cache.clear()
     for key in list(db_dependencies.MODELS_DEPENDENCIES):
         db_dependencies.MODELS_DEPENDENCIES[key] = None  # the database configuration, queries and ORM
     # Prefect disposes of an engine when its loop shuts down: an async generator it keeps in a module global, which
@@ -92,17 +100,18 @@ def settled() -> bool:
     return all(task.done() for tasks in revoking.values() for task in tasks)
 
 
-async def repossessor(every: float) -> None:
-    """Prefect's repossessor on its loop interval: the scan of expired leases, then a revoke task per lease (where
-    Prefect keys them, for a lease that none is revoking yet: docket's key-based deduplication)."""
+async def repossessor(every: float, revoke: Callable[..., Awaitable[None]] = revoke_expired_lease,
+                      keyed: bool = KEYED) -> None:
+    """Prefect's repossessor on its loop interval: the scan of expired leases, then a ``revoke`` task per lease
+    (``keyed``: for a lease that none is revoking yet, docket's key-based deduplication; else one per scan)."""
     while True:
         await asyncio.sleep(every)
         for lease_id in list(revoking):
             revoking[lease_id] = [task for task in revoking[lease_id] if not task.done()]
         for lease_id in await get_concurrency_lease_storage().read_expired_lease_ids():
-            if KEYED and revoking.get(lease_id):
+            if keyed and revoking.get(lease_id):
                 continue
-            revoking.setdefault(lease_id, []).append(asyncio.create_task(revoke_expired_lease(
+            revoking.setdefault(lease_id, []).append(asyncio.create_task(revoke(
                 lease_id, db=provide_database_interface(), lease_storage=get_concurrency_lease_storage())))
 
 

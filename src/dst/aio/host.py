@@ -390,13 +390,14 @@ def assemble(system: Any, kernel: Kernel, network: Network, trace: list[Event], 
         server.settled = system.settled
     hosts = {name: Client(name, kernel, loop, network, trace, deferring, job, scenario.workload.request_timeout)
              for name in clients}
+    from .anyio_order import scopes_in_order
     from .sandbox import Sandbox
     from .sqlite import installed
 
     loop.patches = [Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now + getattr(loop.process, "wall_offset", 0),
                             monotonic_ms=lambda: kernel.now, seed=streams.seed, folder=system.folder,
                             refused=loop.refuse),
-                    installed()]
+                    installed(), scopes_in_order()]
     if system.inline_threads:
         from .inline import InlineThreads
 
