@@ -6,38 +6,28 @@ fixed one (docs/prefect.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
-from dst.findings import REPRODUCES, read, replay
+from dst.findings import read
 from dst.runner import run
-from dst.scenario import Scenario, load_scenario
+from dst.scenario import Scenario
+from prefect_targets import assert_replays, findings, from_the_root, needs_prefect, scenario as _scenario
 
-# Looked for, not imported: the adapter sets Prefect's settings before Prefect is imported.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("prefect") is None, reason="pip install -e '.[prefect]'")
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "prefect_limits"
-FINDINGS = sorted((EXAMPLE / "findings").glob("[0-9]*.toml"))
-
-
-@pytest.fixture(autouse=True)
-def _from_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)
+pytestmark = needs_prefect
+FINDINGS = findings("prefect_limits")
+__all__ = ["from_the_root"]  # the fixture: each test runs from the repository's root
 
 
 def scenario(name: str) -> Scenario:
-    return load_scenario(str(EXAMPLE / "scenarios" / f"{name}.toml"))
+    return _scenario("prefect_limits", name)
 
 
 @pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.stem[:3])
 def test_each_finding_replays_to_its_violation_with_its_trace(path: Path) -> None:
-    outcome = replay(read(path))
-    assert outcome.status == REPRODUCES, f"Prefect {version('prefect')}: {outcome.explain()}"
+    assert_replays(path)
 
 
 def test_a_quiet_seed_runs_clean_the_same_twice_and_leaves_no_file() -> None:
