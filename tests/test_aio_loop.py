@@ -212,3 +212,34 @@ def test_a_set_of_tasks_and_futures_iterates_the_same_whatever_the_process_alloc
     padding: list[object] = []
     orders = [run(_set_order(padding, spacing), seed=1) for spacing in (0, 1, 5, 40)]
     assert all(order == orders[0] for order in orders)
+
+
+async def _child_scope_order(padding: list[object], spacing: int) -> list[int]:
+    """Tasks of an anyio task group, each in a cancel scope of its own, made with unrelated objects allocated
+    between them: the order the group's scope walks its child scopes in when it is cancelled."""
+    import anyio
+
+    made: dict[int, int] = {}
+
+    async def child(i: int) -> None:
+        padding.extend(object() for _ in range(spacing * (i % 5)))
+        with anyio.CancelScope() as scope:
+            made[id(scope)] = i
+            await anyio.sleep(60)
+
+    async with anyio.create_task_group() as group:
+        for i in range(30):
+            group.start_soon(child, i)
+        await anyio.sleep(1)
+        def label(scope: anyio.CancelScope) -> int:  # a child's own scope, or the task's scope around it
+            return made[id(scope)] if id(scope) in made else label(next(iter(scope._child_scopes)))
+
+        walked = [label(scope) for scope in group.cancel_scope._child_scopes]  # what cancelling iterates
+        group.cancel_scope.cancel()
+    return walked
+
+
+def test_anyio_cancel_scopes_walk_their_children_in_an_order_the_seed_decides():
+    padding: list[object] = []
+    orders = [run(_child_scope_order(padding, spacing), seed=1) for spacing in (0, 3, 17, 40)]
+    assert sorted(orders[0]) == list(range(30)) and all(order == orders[0] for order in orders)

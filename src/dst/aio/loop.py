@@ -527,7 +527,10 @@ def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform") 
 
     if not asyncio.iscoroutine(main):
         raise TypeError(f"dst.aio.run() expects a coroutine, got {type(main).__name__}")
+    from .anyio_order import scopes_in_order
+
     loop = Loop(Kernel(), Streams(seed).keyed("scheduling"), scheduler=scheduler)
+    loop.patches = [scopes_in_order()]
     try:
         result: T = loop.run_until_complete(main)
         return result
