@@ -280,3 +280,16 @@ def test_python_dash_m_dst_works() -> None:
     data = json.loads(done.stdout)
     assert data["seed"] == 2 and data["result"] == "ok"
     assert REQUIRED_KEYS <= data.keys()
+
+
+def test_shrink_verbose_says_what_each_pass_of_the_minimizer_did(tmp_path, capsys):
+    code = main(["shrink", "--seed", "3", "--scenario", "double-release", "--swarm", "--findings",
+                 str(tmp_path / "findings"), "--verbose", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["steps_after"] < out["steps_before"]
+    passes = {p["pass"]: p for p in out["passes"]}
+    assert list(passes) == ["delete_chunks", "delete_clients", "merge_faults", "shorten", "lower_counts",
+                            "plain_environment"]
+    # Every candidate run is one pass's; the minimizer's own runs (the seed, its pinned form, the tidied one) are 3.
+    assert sum(p["tried"] for p in passes.values()) == out["runs"] - 3
+    assert all(0 <= p["kept"] <= p["tried"] for p in passes.values()) and passes["delete_chunks"]["kept"] > 0

@@ -124,6 +124,9 @@ def dst_shrink(args: argparse.Namespace) -> int:
     summary = {"path": str(recorded.path), "new": recorded.written, "invariant": v.invariant, "message": v.message,
                "steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,
                "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value}
+    if args.verbose:
+        summary["passes"] = [{"pass": p.name, "tried": p.tried, "kept": p.kept, "seconds": round(p.seconds, 3)}
+                             for p in shrunk.passes]
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -135,6 +138,10 @@ def dst_shrink(args: argparse.Namespace) -> int:
                       f"{shrunk.seconds:.1f}s ({shrunk.stop.value})")
         for step in shrunk.scenario.steps or ():
             console.print(plain(f"  {step.describe()}"))
+        if args.verbose:
+            console.print("passes (candidates tried, kept, time):")
+            for p in shrunk.passes:
+                console.print(plain(f"  {p.name:<18} {p.tried:>5} tried {p.kept:>4} kept {p.seconds:>7.2f}s"))
         verb = "wrote" if recorded.written else "already known as"
         console.print(plain(f"{verb} ", (str(recorded.path), "cyan")))
     return exit_code(shrunk.result)

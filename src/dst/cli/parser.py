@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-runs", type=_positive, default=3000, metavar="N", help="minimizer run budget (default 3000)")
     p.add_argument("--time-budget", type=_seconds, default=120.0, metavar="DURATION",
                    help="minimizer time budget (default 120s)")
+    p.add_argument("--verbose", action="store_true",
+                   help="also what each pass of the minimizer did: candidates tried, kept, and their time")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
     p = sub.add_parser("replay", help="re-run findings exactly and say whether they still reproduce")

@@ -58,6 +58,17 @@ class _Budget(Exception):
         self.reason = reason
 
 
+@attrs.define
+class PassStats:
+    """What one pass of the minimizer did over a minimization: candidates it ran, those it kept (each smaller and
+    still failing the same way), and the time its runs took."""
+
+    name: str
+    tried: int = 0
+    kept: int = 0
+    seconds: float = 0.0
+
+
 @attrs.frozen
 class Shrunk:
     scenario: Scenario  # the smallest violating scenario, its plan as scripted steps
@@ -67,6 +78,7 @@ class Shrunk:
     runs: int
     seconds: float
     stop: StopReason
+    passes: tuple[PassStats, ...] = ()  # per pass, in the order they ran first (dst shrink --verbose)
 
     @property
     def steps_after(self) -> int:
@@ -119,6 +131,8 @@ class Shrinker:
         self.runs = 0
         self.best = scenario
         self.best_result: RunResult | None = None
+        self.passes: dict[str, PassStats] = {}
+        self._pass = PassStats("")  # the pass running now
 
     def consider(self, candidate: Scenario) -> bool:
         """Run ``candidate``; keep it if it is smaller and violates the same invariant."""
@@ -131,12 +145,16 @@ class Shrinker:
         if self.stopped():
             raise _Budget(StopReason.STOPPED)
         self.runs += 1
+        self._pass.tried += 1
+        began = self.clock()
         result = run(candidate, self.seed)
+        self._pass.seconds += self.clock() - began
         if result.violation is None or result.violation.invariant != self.invariant:
             return False
         if self.error_shape is not None and shape(result.violation.message) != self.error_shape:
             return False  # another error of the model's: not the one being minimized
         self.best, self.best_result = candidate, result
+        self._pass.kept += 1
         return True
 
     def with_steps(self, steps: Iterable[Step]) -> Scenario:
@@ -239,6 +257,7 @@ class Shrinker:
             while True:
                 before = size(self.best)
                 for p in passes:
+                    self._pass = self.passes.setdefault(p.__name__, PassStats(p.__name__))
                     p()
                 if size(self.best) == before:
                     return StopReason.CONVERGED
@@ -336,4 +355,5 @@ def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: st
     _same_run(scenario, seed, shrinker.best_result or first, final)
     best = _stamped(best, final)  # labels only: the run is the same, and its result says so
     final = attrs.evolve(final, ran=best, plan=best.steps or ())
-    return Shrunk(best, seed, final, len(plan), shrinker.runs + 3, clock() - began, stop)
+    return Shrunk(best, seed, final, len(plan), shrinker.runs + 3, clock() - began, stop,
+                  tuple(shrinker.passes.values()))
