@@ -360,3 +360,20 @@ def test_entered_through_an_exit_stack_by_dst_as_the_loop_does(tmp_path):
     with pytest.raises(Refusal, match=r"tests/test_aio_sandbox.py:\d+"):
         scope["run"](box(), tmp_path / "dst.txt", lambda: os.mkdir(tmp_path / "user"))
     assert (tmp_path / "dst.txt").exists() and not (tmp_path / "user").exists()
+
+
+def test_a_files_name_in_a_message_does_not_depend_on_where_packages_are_installed_or_where_dst_runs(
+        tmp_path, monkeypatch):
+    # A trace names the line a server error was raised at: two installs of one package (one inside the working
+    # folder, as a CI's venv is) must give the same name, or a finding replays with another digest.
+    from dst.frames import short
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    inside = project / ".venv" / "lib" / "python3.11" / "site-packages"
+    outside = elsewhere / "venv" / "lib" / "python3.11" / "site-packages"
+    for here, packages in ((project, inside), (elsewhere, outside), (tmp_path, outside)):
+        here.mkdir(parents=True, exist_ok=True)
+        monkeypatch.chdir(here)
+        monkeypatch.setattr("sys.path", [str(project), str(project / "tests"), str(packages)])
+        assert short(str(packages / "sqlalchemy" / "engine" / "base.py")) == os.path.join("sqlalchemy", "engine", "base.py")
+        assert short(str(project / "tests" / "models.py")) == os.path.join("tests", "models.py")  # the outermost entry

@@ -7,6 +7,7 @@ the harness's that called it."""
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 from types import FrameType
 
@@ -38,10 +39,17 @@ def whose(filename: str) -> str:
 
 
 def short(filename: str) -> str:
-    """A file's name as a message shows it: relative to the working folder when it is inside it."""
-    here = os.getcwd() + os.sep
-    path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    return path[len(here):] if path.startswith(here) else path
+    """A file's name as a message (and a trace) shows it, the same wherever the packages are installed and
+    whichever folder dst runs from: an installed package's file relative to its site-packages
+    (``sqlalchemy/engine/base.py``), the project's relative to the import path's entry it lies under (the
+    outermost: ``examples/my_service/store.py``, ``tests/models.py``); else relative to the working folder."""
+    if filename.startswith("<"):
+        return filename
+    path, here = os.path.abspath(filename), os.getcwd()
+    roots = [root for entry in sys.path if path.startswith(root := os.path.join(os.path.abspath(entry or here), ""))]
+    installed = [root for root in roots if root.rstrip(os.sep).endswith(("site-packages", "dist-packages"))]
+    root = max(installed, key=len) if installed else min(roots, key=len) if roots else os.path.join(here, "")
+    return path[len(root):] if path.startswith(root) else path
 
 
 def user_line(frame: FrameType | None) -> str:
