@@ -17,10 +17,8 @@ every task waits, and it never touches a selector, a thread or the wall clock.
   when it was made). A dead process's handles never run; a paused process's wait, in order, until it
   resumes. That is how a crash runs none of a process's code afterwards (no ``finally``, no ``except
   CancelledError``), and how a pause freezes a process with its memory intact.
-* **Sets of tasks iterate the same way.** asyncio and anyio keep tasks and futures in sets (a cancel scope
-  cancels ``for task in self._tasks``); an object's default hash is its address, which depends on what the
-  process allocated before, so such a loop visits them in an order no seed decides. The loop's tasks and
-  futures hash by their number in the run instead.
+* **Sets of tasks iterate the same way**: the loop's tasks and futures hash by their number in the run
+  (:mod:`.tasks`), not by their address.
 * **Nothing real.** Threads, executors, sockets, subprocesses and signals are refused with one line that
   names the call and where it came from (:class:`~dst.aio.sandbox.Refusal`).
 """
@@ -43,6 +41,7 @@ from ..errors import ModelFault, Stalled
 from ..sim.kernel import Kernel, StopRun
 from ..sim.rng import Keyed
 from ..sim.store import RANKS
+from .tasks import NumberedFuture, NumberedTask, name_of
 from .sandbox import _EXECUTOR, _PROCESSES, _SIGNALS, _SOCKETS, Refusal, refusal
 
 T = TypeVar("T")
@@ -112,30 +111,6 @@ class _Timer(asyncio.TimerHandle):
         self._scheduled = False
         self._seq = -1
         _fill(self, callback, args, loop, context, process)
-
-
-class _Task(asyncio.Task):  # type: ignore[type-arg]
-    """A task that hashes by its number in the run: a set of tasks iterates in an order the seed decides."""
-
-    __slots__ = ("_number",)
-    _number: int
-
-    def __init__(self, coro: Any, *, loop: Loop, name: str, context: contextvars.Context | None, number: int) -> None:
-        self._number = number  # before asyncio's own init, which adds the task to a (weak) set
-        super().__init__(coro, loop=loop, name=name, context=context)
-
-    def __hash__(self) -> int:
-        return self._number
-
-
-class _Future(asyncio.Future):  # type: ignore[type-arg]
-    """A future that hashes by its number in the run (``asyncio.wait`` keeps futures in sets)."""
-
-    __slots__ = ("_number",)
-    _number: int
-
-    def __hash__(self) -> int:
-        return self._number
 
 
 # Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.
@@ -281,7 +256,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
     # --- futures and tasks -----------------------------------------------------------------------------
 
     def create_future(self) -> asyncio.Future[Any]:
-        future = _Future(loop=self)
+        future = NumberedFuture(loop=self)
         future._number = next(self._numbers)
         return future
 
@@ -292,8 +267,8 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         else:
             # Named for its coroutine (asyncio's Task-N counts every task the process ever made: not a name a
             # second run of the seed would give it, and not one that tells the story).
-            task = _Task(coro, loop=self, name=name if name is not None else _name_of(coro), context=context,
-                         number=next(self._numbers))
+            task = NumberedTask(coro, loop=self, name=name if name is not None else name_of(coro), context=context,
+                                number=next(self._numbers))
         task.add_done_callback(self._task_ended)
         tasks = self.process.tasks
         tasks.append(task)
@@ -508,10 +483,6 @@ def _quiet(unraisable: Any) -> None:
     pass
 
 
-def _name_of(coro: Any) -> str:
-    return str(getattr(coro, "__qualname__", None) or type(coro).__name__)
-
-
 class _Done(BaseException):
     """The coroutine run_until_complete waits for is done (raised out of the kernel to stop it)."""
 
@@ -520,22 +491,4 @@ def _pending_tasks(loop: Loop) -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks(loop) if not t.done()]
 
 
-def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform") -> T:
-    """Run ``main`` on a fresh deterministic loop in virtual time, as ``asyncio.run`` runs it on a real one:
-    the same seed gives the same interleaving, the same result, and no wall time spent waiting."""
-    from ..sim.rng import Streams
-
-    if not asyncio.iscoroutine(main):
-        raise TypeError(f"dst.aio.run() expects a coroutine, got {type(main).__name__}")
-    from .anyio_order import scopes_in_order
-
-    loop = Loop(Kernel(), Streams(seed).keyed("scheduling"), scheduler=scheduler)
-    loop.patches = [scopes_in_order()]
-    try:
-        result: T = loop.run_until_complete(main)
-        return result
-    finally:
-        loop.close()
-
-
-__all__ = ["Loop", "Process", "REQUEST", "run"]
+__all__ = ["Loop", "Process", "REQUEST"]
