@@ -93,9 +93,15 @@ def test_the_reproduce_command_runs_the_same_trace(how, buggy, tmp_path, monkeyp
     assert json.loads(capsys.readouterr().out)["trace_digest"] == result.digest
 
 
+def test_a_bug_the_file_turns_on_turned_off_is_run_again_with_no_bugs(buggy, capsys):
+    result = dst.run(attrs.evolve(buggy, bugs=()), 1)
+    assert result.reproduce == "dst run --seed 1 --scenario double-release --no-bugs"
+    assert main([*result.reproduce.split()[1:], "--json"]) == (0 if result.ok else 1)
+    assert json.loads(capsys.readouterr().out)["trace_digest"] == result.digest
+
+
 def test_no_command_is_claimed_for_what_no_command_line_runs(buggy, tmp_path):
     assert dst.run(attrs.evolve(buggy, name="renamed"), 1).reproduce is None  # changed in code
-    assert dst.run(attrs.evolve(buggy, bugs=()), 1).reproduce is None  # a bug the file turns on, turned off
     assert dst.run(buggy, 1, plan=dst.run(buggy, 1).plan[:1]).reproduce is None  # a plan passed in
     file = tmp_path / "gone.toml"
     file.write_text("[workload]\nclients = 2\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from dst.cli import main
+from dst.scenario import embedded_scenarios
 from dst.sim.trace import format_event
 
 REQUIRED_KEYS = {"scenario", "seed", "result", "virtual_time_ms", "events", "trace_digest", "faults", "invariants",
@@ -233,14 +235,28 @@ def test_a_shipped_scenario_runs_by_its_name(capsys: pytest.CaptureFixture[str])
     assert code == 1 and data["scenario"] == "double-release" and data["bugs"] == ["double-release"]
 
 
-def test_fuzz_with_no_scenario_takes_the_default_and_the_runs_scenario_in_turns(capsys) -> None:
-    code, out, _ = run_cli(capsys, "fuzz", "--count", "30", "--bug", "no-redelivery", "--no-findings", "--json",
+def test_fuzz_with_no_scenario_runs_the_default_campaign_over_every_shipped_scenario(capsys) -> None:
+    code, out, _ = run_cli(capsys, "fuzz", "--count", "60", "--bug", "no-redelivery", "--no-findings", "--json",
                            "--workers", "1")
     report = json.loads(out)
-    assert report["scenario"] == "default + runs" and code == 1
+    names = report["scenario"].split(" + ")
+    assert names[0] == "default" and set(names) == {"default", *(s for s in embedded_scenarios() if s != "default")}
+    ran = report["coverage"]["scenarios"]
+    assert sum(ran.values()) == 60 and set(ran) == set(names)  # the first block takes them all in turns
+    assert code == 1
     [group] = report["signatures"]
-    assert group["invariant"] == "at-least-once" and group["first_seed"] % 2 == 1  # odd seeds run the runs part
-    assert "--scenario runs" in group["reproduce"]
+    assert group["invariant"] == "at-least-once"
+    # A shipped scenario runs with its own bug off and the user's on; the command says so, and runs that seed.
+    command = shlex.split(group["reproduce"])
+    assert "--no-bugs" in command and command[command.index("--bug") + 1] == "no-redelivery"
+    code, out, _ = run_cli(capsys, *command[1:], "--json")
+    assert code == 1 and json.loads(out)["violation"]["invariant"] == "at-least-once"
+    assert json.loads(out)["bugs"] == ["no-redelivery"]
+
+
+def test_no_bugs_switches_off_the_scenarios_own(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "--scenario", "double-release", "--no-bugs", "--seed", "3", "--json")
+    assert code == 0 and json.loads(out)["bugs"] == []
 
 
 def test_large_seed_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,16 +9,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from ..explore.cluster import ClusterError, ClusterExecutor
 from ..explore import report
-from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, pick, seeds, tallied
+from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, seeds, tallied
 from ..explore.pool import StopRequest, Terminated
 from ..explore.shrink import NotDeterministic
+from ..explore.steer import default_campaign
 from ..findings import ready
 from ..runner.watchdog import known_stall
-from ..scenario import Scenario, load_scenario
+from ..scenario import Scenario
 from .command import (EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError,
                       scenario_from)
 from .output import error, rich_console
@@ -28,12 +27,10 @@ from .parser import DEFAULT_WORKERS
 # --- dst fuzz -------------------------------------------------------------------------------------
 
 def _campaign_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
-    """What a campaign runs: the scenario given; with none (and the reference model), the embedded default
-    and the embedded ``runs`` scenario in turns, so the first campaign a user runs covers the whole model."""
+    """What a campaign runs: the scenario given; with none, the default campaign (the embedded default and every
+    scenario shipped for the model, steered by coverage), so the first campaign a user runs covers the whole model."""
     scenario = scenario_from(args)
-    if args.scenario is not None or args.model is not None:
-        return (scenario,)
-    return scenario, attrs.evolve(load_scenario("runs"), bugs=scenario.bugs)
+    return (scenario,) if args.scenario is not None else default_campaign(scenario)
 
 
 def dst_fuzz(args: argparse.Namespace) -> int:
@@ -156,6 +153,7 @@ class _Recorder:
         self.scenarios = scenarios
         self.directory = Path(args.findings)
         self.best: dict[str, Any] = {}  # signature -> smallest Shrunk so far
+        self.ran: dict[str, Scenario] = {}  # signature -> the scenario its smallest's seed ran
         self.tried: dict[str, int] = {}
         self.written: dict[str, Any] = {}  # signature -> Recorded
 
@@ -168,7 +166,7 @@ class _Recorder:
         self.tried[sig] = self.tried.get(sig, 0) + 1
         try:
             with known_stall(outcome.message):  # a seed that stalled: its candidates are stopped sooner
-                shrunk = minimize(pick(self.scenarios, outcome.seed), outcome.seed, use_swarm=self.args.swarm,
+                shrunk = minimize(self.scenarios[outcome.arm], outcome.seed, use_swarm=self.args.swarm,
                                   stopped=self.stop.event.is_set)
         except NotDeterministic as e:  # said, and the campaign goes on: a finding of it would not replay
             error(f"{e.line()}; no finding written for seed {outcome.seed}")
@@ -177,7 +175,7 @@ class _Recorder:
             return
         best = self.best.get(sig)
         if best is None or shrunk.steps_after < best.steps_after:
-            self.best[sig] = shrunk
+            self.best[sig], self.ran[sig] = shrunk, self.scenarios[outcome.arm]
         if self.tried[sig] == self.args.shrink_candidates or self.args.stop_on_first:
             self._write(sig)
 
@@ -185,7 +183,7 @@ class _Recorder:
         from ..explore.record import campaign_origin, record
 
         shrunk = self.best[sig]
-        origin = campaign_origin(pick(self.scenarios, shrunk.seed), shrunk.seed, self.args.swarm, sig)
+        origin = campaign_origin(self.ran[sig], shrunk.seed, self.args.swarm, sig)
         self.written[sig] = record(shrunk, self.directory, origin)
 
     def findings(self) -> list[report.FindingEntry]:

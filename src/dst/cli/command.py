@@ -54,7 +54,8 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
         error(f"dst: note: {args.model} has no {', '.join(left)}: the scenario runs without them (a bug's "
               f"scenario then tests whether your model has that bug)")
     check_slugs(args.bug, scenario.model.impl)
-    scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(scenario.bugs + tuple(args.bug))))
+    own = () if args.no_bugs else scenario.bugs
+    scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(own + tuple(args.bug))))
     check(scenario)  # keys that contradict the model's bounds are said now, before any run
     return scenario
 

@@ -50,7 +50,7 @@ def dst_show(args: argparse.Namespace) -> int:
     else:
         result, every_step = run(swarm(scenario, args.seed) if args.swarm else scenario, args.seed), False
         source = Source(f"{scenario.name}, seed {args.seed}",
-                        reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model))
+                        reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs))
     data = page_data(result, source, every_step=every_step)
     console = _deliver(path, render_page(data), args.force)
     v = result.violation

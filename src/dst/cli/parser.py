@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
         model_option(p, "the scenario")
         p.add_argument("--bug", action="append", default=[], metavar="SLUG",
                        help="switch on one of the model's bugs (repeatable); adds to the scenario's bugs")
+        p.add_argument("--no-bugs", action="store_true",
+                       help="switch off the bugs the scenario names (--bug still switches its own on): a shipped "
+                            "bug's scenario run on the correct model, as the default campaign runs it")
 
     def junit_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--junit", metavar="FILE", type=Path,

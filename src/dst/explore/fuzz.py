@@ -9,6 +9,7 @@ keeps the seeds congruent to K-1 modulo N, so N CI jobs cover disjoint seeds.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from concurrent.futures import Executor, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -23,6 +24,7 @@ from ..runner import Cut, RunResult, on_model, run
 from ..scenario import Scenario
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
+from .steer import Steering
 from .pool import StopRequest, leave_partial, partials, running, stop_workers, worker_pool
 from ..runner.reproduce import reproduce
 from ..runner.swarm import swarm as swarm_of
@@ -46,6 +48,7 @@ class Outcome:
     fired: tuple[tuple[str, int], ...] = ()
     reached: tuple[tuple[str, int], ...] = ()
     cases: tuple[tuple[str, int], ...] = ()
+    arm: int = 0  # which of the campaign's scenarios it ran (an index into them)
 
     @property
     def ok(self) -> bool:
@@ -88,34 +91,30 @@ def count_seeds(first: int, stop: int, shard: Shard | None) -> int:
 
 
 def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
-             clock: Callable[[], float] = time.monotonic) -> Outcome:
+             clock: Callable[[], float] = time.monotonic, arm: int = 0) -> Outcome:
     """One seed's outcome; past ``deadline`` (on ``clock``) the run stops where it is and raises :class:`Cut`."""
     result = run(swarm_of(scenario, seed) if use_swarm else scenario, seed, deadline=deadline, clock=clock)
     v, unjudged = result.violation, result.unjudged
     return Outcome(seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
                    None if v is None else v.time, None if unjudged is None else (unjudged.kind, unjudged.why),
                    checked=result.invariants, fired=tuple(result.fired.items()),
-                   reached=tuple(result.situations.items()), cases=tuple(result.cases.items()))
+                   reached=tuple(result.situations.items()), cases=tuple(result.cases.items()), arm=arm)
 
 
-def pick(scenarios: tuple[Scenario, ...], seed: int) -> Scenario:
-    """The scenario a seed runs in a campaign over several: they take turns, seed by seed."""
-    return scenarios[seed % len(scenarios)]
-
-
-def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[int], use_swarm: bool,
+def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[tuple[int, int]], use_swarm: bool,
                deadline: float | None) -> tuple[list[Outcome], bool]:
-    """The chunk's outcomes in seed order, and whether the deadline cut it short (after the ones returned)."""
+    """The chunk's outcomes (of its (seed, arm) pairs) in seed order, and whether the deadline cut it short
+    (after the ones returned)."""
     outcomes: list[Outcome] = []
     with running():
         try:
-            for seed in chunk:
-                outcomes.append(run_seed(pick(scenarios, seed), seed, use_swarm, deadline))
+            for seed, arm in chunk:
+                outcomes.append(run_seed(scenarios[arm], seed, use_swarm, deadline, arm=arm))
             return outcomes, False
         except Cut:
             return outcomes, True
         except SystemExit:  # SIGTERM: the campaign stops; the seeds finished before count in its report
-            leave_partial(chunk[0], outcomes)
+            leave_partial(chunk[0][0], outcomes)
             raise
 
 
@@ -124,7 +123,8 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
              executor: Executor | None = None,
              stop: StopRequest | None = None) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
-    scenarios, seed ``s`` runs ``pick(scenarios, s)``.
+    scenarios, :class:`~dst.explore.steer.Steering` tells which one each seed runs (``Outcome.arm``): in turns,
+    then where coverage is thin.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,
     or one made here), with a window of ``2 * workers`` chunks in flight. An ``executor`` given is used
@@ -134,30 +134,45 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
     are still handed out, and then the interrupt goes on up. Closing the iterator ends the workers too.
     """
     scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
+    steering = Steering(len(scenarios), catalogue(scenarios[0].model.resolve().situations) if len(scenarios) > 1 else ())
+    numbered = enumerate(seed_iter)  # (position in the campaign, seed)
+
+    def learned(outcome: Outcome) -> Outcome:
+        steering.learn(outcome.arm, outcome.checked, outcome.fired, outcome.reached, outcome.cases)
+        return outcome
+
     if workers <= 1 and executor is None:
-        for seed in seed_iter:
+        for position, seed in numbered:
             if deadline is not None and clock() >= deadline:
                 return
+            arm = steering.arm(position)
             try:
-                yield run_seed(pick(scenarios, seed), seed, use_swarm, deadline, clock)
+                yield learned(run_seed(scenarios[arm], seed, use_swarm, deadline, clock, arm))
             except Cut:
                 return  # the seed in flight passed the deadline: it has no outcome
         return
     pool = executor or worker_pool(workers)
     pending: list[Future[tuple[list[Outcome], bool]]] = []
     firsts: list[int] = []  # the first seed of each pending chunk: its key
+    held: tuple[int, int] | None = None  # the next (position, seed), taken but not yet steerable
     try:
         exhausted = False
         while True:
             while not exhausted and len(pending) < 2 * workers and (deadline is None or clock() < deadline):
                 if stop is not None and stop.event.is_set():
                     raise stop.interrupt()  # a signal noted while this process minimized: no new chunk
-                chunk = [seed for _, seed in zip(range(_CHUNK), seed_iter)]
+                chunk: list[tuple[int, int]] = []
+                while len(chunk) < _CHUNK:
+                    held = held or next(numbered, None)
+                    if held is None or not steering.ready(held[0]):
+                        break  # no seed left, or its block waits for the outcomes in flight
+                    chunk.append((held[1], steering.arm(held[0])))
+                    held = None
                 if not chunk:
-                    exhausted = True
+                    exhausted = held is None
                     break
                 pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline=deadline))
-                firsts.append(chunk[0])
+                firsts.append(chunk[0][0])
             if not pending:
                 return
             while True:
@@ -173,7 +188,8 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if stop is not None and stop.event.is_set():  # the signal reached the workers first
                     raise stop.interrupt() from None
                 raise
-            yield from outcomes
+            for outcome in outcomes:
+                yield learned(outcome)
             if cut:
                 return  # the seeds after a cut one are not a contiguous prefix: drop them
             if deadline is not None and clock() >= deadline:
@@ -225,10 +241,12 @@ class Tally:
     unjudged: dict[str, _Tallied] = attrs.Factory(dict)  # by kind: runs that ended before they could be judged
     checked: set[str] = attrs.Factory(set)  # invariant ids any run checked
     coverage: Coverage = attrs.Factory(Coverage)
+    arms: Counter[int] = attrs.Factory(Counter)  # seeds each of the campaign's scenarios ran
 
     def add(self, outcome: Outcome) -> _Tallied | None:
         """Count an outcome; returns its group when it is a violation with a new signature."""
         self.seeds_run += 1
+        self.arms[outcome.arm] += 1
         self.events += outcome.events
         self.checked.update(outcome.checked)
         self.coverage.add(outcome.fired, outcome.reached, outcome.cases)
@@ -279,7 +297,7 @@ class Group:
 class FuzzResult:
     """What a campaign (:func:`fuzz`) did: its counts, its violations grouped by signature, its coverage."""
 
-    scenarios: tuple[str, ...]  # the names of the scenarios it ran, seed by seed in turns
+    scenarios: tuple[str, ...]  # the names of the scenarios it ran (coverage steered the seeds among them)
     swarm: bool  # each seed picked which faults were on, and how often
     seeds_run: int
     last_seed: int | None
@@ -341,8 +359,8 @@ def fuzz(scenario: Scenario | Sequence[Scenario], seeds: Iterable[int] = range(1
          swarm: bool = True, time_budget: float | None = None,
          model: str | Model[Any] | Callable[..., System] | None = None,
          on_result: Callable[[Outcome], bool | None] | None = None) -> FuzzResult:
-    """Run a campaign: each seed of ``seeds`` (in order) on ``scenario`` (given several, they take turns seed
-    by seed), on ``workers`` processes; with ``swarm``, as ``dst fuzz`` without ``--no-swarm``, each seed
+    """Run a campaign: each seed of ``seeds`` (in order) on ``scenario`` (given several, coverage steers the seeds
+    among them: :mod:`dst.explore.steer`), on ``workers`` processes; with ``swarm``, as ``dst fuzz`` without ``--no-swarm``, each seed
     picks which of the scenario's faults are on and how often. It ends when the seeds run out, when
     ``time_budget`` seconds have passed, or when ``on_result`` (called with each seed's :class:`Outcome`, in
     seed order) returns True. The same seeds give the same result on any number of workers.
@@ -388,12 +406,14 @@ def ended(asked: bool, deadline: float | None, clock: Callable[[], float] = time
 def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stopped: str, wall: float) -> FuzzResult:
     """The result of a campaign from its tally."""
     def group(key: str, tallied: _Tallied) -> Group:
-        scenario = pick(scenarios, tallied.first.seed)
+        scenario = scenarios[tallied.first.arm]
         ran = swarm_of(scenario, tallied.first.seed) if use_swarm else scenario
         return Group(key, tuple(tallied.seeds), tallied.first, reproduce(ran, tallied.first.seed), scenario=ran)
 
     situations = catalogue(scenarios[0].model.resolve().situations)
     coverage = tally.coverage.report(situations, tally.checked)
+    if len(scenarios) > 1:  # the seeds each scenario ran, as coverage steered them (by name: shards sum them)
+        coverage["scenarios"] = dict(sorted(Counter({scenarios[arm].name: n for arm, n in tally.arms.items()}).items()))
     return FuzzResult(
         scenarios=tuple(s.name for s in scenarios), swarm=use_swarm, seeds_run=tally.seeds_run, last_seed=tally.last_seed,
         events=tally.events, violations=tally.violations, model_errors=tally.model_errors,

@@ -9,15 +9,13 @@ with its bug switched off and expect no violation at all.
 from __future__ import annotations
 
 import time
-import tomllib
 from concurrent.futures import ProcessPoolExecutor
-from importlib import resources
 from typing import Callable
 
 import attrs
 
 from ..models import DEFAULT_IMPL, resolve
-from ..scenario import Scenario, load_scenario, parse_scenario
+from ..scenario import Scenario, load_scenario, load_shipped, shipped_names
 from ..sut import Bug
 from .fuzz import Outcome, campaign, seeds
 from .record import minimize
@@ -34,13 +32,8 @@ def bug_of(slug: str, impl: str = DEFAULT_IMPL) -> Bug:
 def bug_scenario(slug: str, impl: str = DEFAULT_IMPL) -> Scenario:
     """The scenario that switches ``slug`` on: ``<slug>.toml`` in the model's scenario folder (run on that
     model whatever it names), or else the embedded default with the bug on."""
-    folder = resolve(impl).scenarios
-    if folder is not None:
-        package, _, path = folder.partition(":")
-        file = resources.files(package).joinpath(path, f"{slug}.toml")
-        if file.is_file():
-            return parse_scenario(tomllib.loads(file.read_text(encoding="utf-8")), f"{path or package}/{slug}.toml",
-                                  model=impl)
+    if slug in shipped_names(impl):
+        return load_shipped(slug, impl)
     return attrs.evolve(load_scenario(model=impl), name=slug, bugs=(slug,))
 
 

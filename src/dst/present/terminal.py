@@ -154,7 +154,13 @@ def render_fuzz(console: Console, report: Report) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("scenario", plain(f"{report['scenario']} ({report['source']})"))
+    arms = report.get("coverage", {}).get("scenarios", {})
+    if len(arms) > 2:  # the default campaign: its scenarios by the seeds coverage gave them
+        most = sorted(arms.items(), key=lambda kv: (-kv[1], kv[0]))
+        grid.add_row("scenarios", plain(f"{len(arms)}, steered by coverage; most seeds: "
+                                        + ", ".join(f"{name} {n:,}" for name, n in most[:4])))
+    else:
+        grid.add_row("scenario", plain(f"{report['scenario']} ({report['source']})"))
     if report["model"] != DEFAULT_IMPL:
         grid.add_row("model", plain(report["model"]))
     if report["bugs"]:

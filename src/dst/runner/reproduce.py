@@ -13,21 +13,23 @@ from .swarm import swarm
 
 
 def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
-            model: str | None = None) -> str:
+            model: str | None = None, no_bugs: bool = False) -> str:
     """``dst run --seed N`` with the flags given, as a shell takes it (a path with a space is quoted): the
     scenario as the command line names it (None: the embedded default), the model it runs instead of the
-    file's, the bugs it turns on besides the file's."""
-    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model))
+    file's, the bugs it turns on besides the file's (with ``no_bugs``, instead of them)."""
+    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs))
 
 
 def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
-              model: str | None = None) -> list[str]:
+              model: str | None = None, no_bugs: bool = False) -> list[str]:
     """:func:`command` as the list of its words."""
     parts = ["dst", "run", "--seed", str(seed)]
     if scenario_arg:
         parts += ["--scenario", scenario_arg]
     if model:
         parts += ["--model", model]
+    if no_bugs:
+        parts.append("--no-bugs")
     for slug in bugs:
         parts += ["--bug", slug]
     if use_swarm:
@@ -62,11 +64,10 @@ def reproduce(scenario: Scenario, seed: int) -> str | None:
         on_disk = load_scenario(name, model=model)
     except (ScenarioError, ModelError):
         return None
-    if set(on_disk.bugs) - set(scenario.bugs):
-        return None
-    extra = [slug for slug in scenario.bugs if slug not in on_disk.bugs]
+    no_bugs = bool(set(on_disk.bugs) - set(scenario.bugs))  # a shipped scenario the default campaign ran correct
+    extra = list(scenario.bugs) if no_bugs else [slug for slug in scenario.bugs if slug not in on_disk.bugs]
     on_disk = attrs.evolve(on_disk, bugs=scenario.bugs)
     for use_swarm, ran in ((False, on_disk), (True, swarm(on_disk, seed))):
         if ran == scenario:
-            return command(seed, name, extra, use_swarm, model)
+            return command(seed, name, extra, use_swarm, model, no_bugs)
     return None

@@ -212,6 +212,26 @@ def embedded_scenarios() -> tuple[str, ...]:
     return tuple(sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")))
 
 
+def shipped_names(impl: str = DEFAULT_IMPL) -> tuple[str, ...]:
+    """The scenarios shipped in the folder a model names (:attr:`dst.sut.Model.scenarios`, ``"package:folder"``),
+    by name, sorted; none when it names no folder."""
+    folder = resolve(impl).scenarios
+    if folder is None:
+        return ()
+    package, _, path = folder.partition(":")
+    files = resources.files(package).joinpath(path)
+    return tuple(sorted(p.name.removesuffix(".toml") for p in files.iterdir() if p.name.endswith(".toml")))
+
+
+def load_shipped(name: str, impl: str = DEFAULT_IMPL) -> Scenario:
+    """``<name>.toml`` of the model's scenario folder, run on that model whatever model the file names."""
+    package, _, path = (resolve(impl).scenarios or "").partition(":")
+    if (package, path) == ("dst", "scenarios"):
+        return load_scenario(name, model=impl)  # dst's own: named as the command line names them
+    text = resources.files(package).joinpath(path, f"{name}.toml").read_text(encoding="utf-8")
+    return parse_scenario(tomllib.loads(text), f"{path or package}/{name}.toml", model=impl)
+
+
 def load_scenario(path: str | Path | None = None, *, model: str | None = None) -> Scenario:
     """Load and validate a scenario file, or a scenario shipped with dst by its name (``"runs"``,
     ``"double-release"``); ``None`` loads the embedded default. A file wins over a name. ``model``

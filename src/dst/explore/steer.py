@@ -1,0 +1,138 @@
+"""Which of a campaign's scenarios each seed runs: in turns at first, then where coverage is thin.
+
+A campaign over several scenarios (the default campaign runs every scenario shipped for the model)
+spends its seeds in blocks. The first block takes the scenarios in turns. In each later block half
+the seeds still take turns (no scenario is starved, whatever the others reach), and the other half
+go by weight: a scenario's weight is what its runs reach that the campaign rarely reaches, summed
+over the features of coverage (the situations reached, the cases each invariant met, the faults
+that struck), each counted by the share of the scenario's seeds that reached it (smoothed, so a
+scenario tried less counts as more promising) and weighed by how rarely any seed reached it. A
+situation no seed has reached yet draws seeds to every scenario that checks the invariants it tests.
+
+A block is weighed on the outcomes of the blocks before the one before it, so a pool of workers
+never waits for the seeds in flight; and since outcomes are consumed in seed order, the choice for
+every seed is a pure function of the campaign (its first seed, its shard, its scenarios): the same
+on one worker or twenty, in any process. A seed's scenario is in its outcome (``Outcome.arm``), so a
+finding and ``dst run`` name the scenario the seed ran.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable, Sequence
+
+import attrs
+
+from ..errors import UserError
+from ..models import ModelError
+from ..runner import check
+from ..scenario import Scenario, ScenarioError, load_shipped, shipped_names
+from ..sut import Situation
+
+_SCALE = 1 << 20  # weights are integers (strides of a deterministic schedule), at this resolution
+
+
+class Steering:
+    """The arm (an index into the campaign's scenarios) of each seed, by its position in the campaign."""
+
+    def __init__(self, arms: int, situations: Sequence[Situation] = ()) -> None:
+        self.arms = arms
+        self.block = 4 * arms  # seeds per block: each arm gets two of every block's turns
+        self.situations = tuple(situations)
+        self.learned = 0  # outcomes learned so far (positions 0 .. learned-1)
+        self.seeds = [0] * arms  # seeds each arm ran
+        self.hits: list[Counter[str]] = [Counter() for _ in range(arms)]  # feature -> the arm's seeds that reached it
+        self.reach: Counter[str] = Counter()  # feature -> seeds (of any arm) that reached it
+        self.checks: list[frozenset[str]] = [frozenset()] * arms  # the invariants each arm's runs check
+        self.plans: dict[int, list[int]] = {}  # block -> the arm of each of its weighed positions
+        if arms > 1:
+            self.plans[1] = self._schedule(self.block // 2)  # on nothing learned: all alike
+
+    def ready(self, position: int) -> bool:
+        """Whether the arm of the seed at ``position`` can be told now (its block's weights are learned)."""
+        block = position // self.block
+        return self.arms == 1 or block < 2 or self.learned >= (block - 1) * self.block
+
+    def arm(self, position: int) -> int:
+        """The arm of the seed at ``position`` (0-based, in campaign order); :meth:`ready` must say so."""
+        if self.arms == 1:
+            return 0
+        block, offset = divmod(position, self.block)
+        if block == 0 or offset % 2 == 0:
+            return (offset if block == 0 else offset // 2) % self.arms
+        assert self.ready(position), "a block is weighed once the block before the last is learned"
+        return self.plans[block][offset // 2]
+
+    def learn(self, arm: int, checked: Iterable[str], fired: Iterable[tuple[str, int]],
+              reached: Iterable[tuple[str, int]], cases: Iterable[tuple[str, int]]) -> None:
+        """One seed's outcome, in campaign order."""
+        self.learned += 1
+        if self.arms == 1:
+            return
+        self.seeds[arm] += 1
+        if not self.checks[arm]:
+            self.checks[arm] = frozenset(checked)
+        features = [f"fault {name}" for name, n in fired if n] + [f"situation {name}" for name, n in reached if n]
+        features += [f"case {name}" for name, n in cases if n]
+        self.hits[arm].update(features)
+        self.reach.update(features)
+        if self.learned % self.block == 0:  # a block learned: weigh the block after next, on what came before it
+            block = self.learned // self.block + 1
+            self.plans.pop(block - 3, None)
+            self.plans[block] = self._schedule(self.block // 2)
+
+    def weights(self) -> list[int]:
+        """Each arm's weight now: what it reaches that the campaign rarely does (integers, each at least 1)."""
+        features = set(self.reach) | {f"situation {s.id}" for s in self.situations}
+        scores = []
+        for arm in range(self.arms):
+            score = 0.0
+            tried, hits = self.seeds[arm], self.hits[arm]
+            for feature in sorted(features):  # sorted: a float sum in one order, whatever the set's
+                if feature.startswith("situation ") and not self._could_reach(arm, feature):
+                    continue
+                share = (hits[feature] + 1) / (tried + 2)  # Laplace: an arm tried less counts as more promising
+                score += share / (1 + self.reach[feature])
+            scores.append(score)
+        top = max(scores) or 1.0
+        return [1 + int(_SCALE * s / top) for s in scores]
+
+    def _could_reach(self, arm: int, feature: str) -> bool:
+        """A situation counts for an arm whose runs check an invariant it tests (or that reached it)."""
+        if self.hits[arm][feature]:
+            return True
+        name = feature.removeprefix("situation ")
+        tests = next((s.tests for s in self.situations if s.id == name), ())
+        return bool(set(tests) & self.checks[arm])
+
+    def _schedule(self, count: int) -> list[int]:
+        """``count`` arms by weight, spread out (stride scheduling: each arm's next turn comes ``1/weight``
+        after its last; ties to the lower arm)."""
+        weights = self.weights()
+        passes = [_SCALE * _SCALE // w for w in weights]
+        at = list(passes)
+        plan = []
+        for _ in range(count):
+            arm = min(range(self.arms), key=lambda a: (at[a], a))
+            plan.append(arm)
+            at[arm] += passes[arm]
+        return plan
+
+
+def default_campaign(first: Scenario) -> tuple[Scenario, ...]:
+    """What a campaign runs when no scenario is given: ``first`` (the embedded default on the model), then every
+    scenario shipped for the model (its bugs' scenarios, each made to reach that bug's situation) that loads and
+    checks on it, with its own bugs switched off and ``first``'s on (a user's ``--bug``): a campaign that makes
+    its own luck, where one scenario would leave the rare situations to chance. A shipped scenario that does
+    not load on the model is passed over (a user's model may lack the options it sets)."""
+    impl = first.model.impl
+    roster = [first]
+    for name in shipped_names(impl):
+        try:
+            scenario = attrs.evolve(load_shipped(name, impl), bugs=first.bugs)
+            check(scenario)
+        except (ScenarioError, ModelError, UserError):
+            continue
+        if all(scenario != other for other in roster):
+            roster.append(scenario)
+    return tuple(roster)

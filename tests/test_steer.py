@@ -1,0 +1,91 @@
+"""The default campaign: every shipped scenario, and coverage steering the seeds among them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dst.explore.fuzz import campaign, seeds
+from dst.explore.steer import Steering, default_campaign
+from dst.scenario import embedded_scenarios, load_scenario
+from dst.sut import Situation
+
+RARE = Situation("rare-thing", "a rare thing happened", tests=("single-executor",))
+
+
+def _learn_block(steering: Steering, start: int, reaches: dict[int, tuple[str, ...]]) -> None:
+    """One block's outcomes, in campaign order: the arm each position ran reached the situations given."""
+    for position in range(start, start + steering.block):
+        arm = steering.arm(position)
+        steering.learn(arm, ("single-executor",) if arm != 2 else ("capacity",), (),
+                       tuple((name, 1) for name in reaches.get(arm, ())), ())
+
+
+def test_the_first_block_takes_turns_and_every_later_block_keeps_half_in_turns() -> None:
+    steering = Steering(3)
+    assert [steering.arm(p) for p in range(steering.block)] == [p % 3 for p in range(12)]
+    _learn_block(steering, 0, {})
+    _learn_block(steering, steering.block, {})
+    later = [steering.arm(p) for p in range(2 * steering.block, 3 * steering.block)]
+    assert Counter(later[0::2]) == {0: 2, 1: 2, 2: 2}
+
+
+def test_an_arm_that_reaches_what_others_do_not_gets_the_weighed_seeds() -> None:
+    steering = Steering(3, (RARE,))
+    for block in range(4):
+        _learn_block(steering, block * steering.block, {1: ("rare-thing", "common"), 0: ("common",), 2: ("common",)})
+    weighed = Counter(steering.arm(p) for p in range(4 * steering.block + 1, 5 * steering.block, 2))
+    assert weighed[1] > weighed[0] and weighed[1] > weighed[2]
+
+
+def test_a_situation_never_reached_draws_seeds_to_the_arms_that_check_what_it_tests() -> None:
+    steering = Steering(3, (RARE,))
+    for block in range(3):
+        _learn_block(steering, block * steering.block, {})
+    weights = steering.weights()
+    assert weights[0] == weights[1] > weights[2]  # arm 2 checks only capacity: the situation tests nothing it checks
+
+
+def test_a_block_waits_for_the_block_before_the_last() -> None:
+    steering = Steering(2)
+    assert steering.ready(2 * steering.block - 1) and not steering.ready(2 * steering.block)
+    _learn_block(steering, 0, {})
+    assert steering.ready(3 * steering.block - 1) and not steering.ready(3 * steering.block)
+
+
+@settings(max_examples=50, deadline=None)
+@given(arms=st.integers(1, 6), reached=st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=3), max_size=60))
+def test_every_seed_has_an_arm_and_no_arm_is_starved(arms: int, reached: list[list[str]]) -> None:
+    steering = Steering(arms, (RARE,))
+    for position, names in enumerate(reached + [[]] * (3 * 4 * arms)):
+        assert steering.ready(position)
+        arm = steering.arm(position)
+        assert 0 <= arm < arms
+        steering.learn(arm, ("single-executor",), (), tuple((n, 1) for n in names), ())
+    block = steering.block
+    last = [steering.arm(p) for p in range(steering.learned // block * block, steering.learned // block * block + block)
+            if steering.ready(p)]
+    assert not last or set(last) == set(range(arms))
+
+
+def test_the_default_campaign_is_the_default_then_every_shipped_scenario_with_its_bugs_off() -> None:
+    first = attrs.evolve(load_scenario(None), bugs=("strict-fence",))
+    roster = default_campaign(first)
+    assert roster[0] == first
+    assert {s.name for s in roster} == set(embedded_scenarios())
+    assert all(s.bugs == ("strict-fence",) for s in roster)
+
+
+def test_the_default_campaign_gives_the_same_outcomes_on_any_number_of_workers() -> None:
+    roster = default_campaign(attrs.evolve(load_scenario(None), bugs=("renew-stale-stamp",)))
+
+    def outcomes(workers: int) -> list[tuple[int, int, str | None]]:
+        return [(o.seed, o.arm, o.invariant) for o in campaign(roster, seeds(1, 301, None), use_swarm=True,
+                                                               workers=workers)]
+
+    one = outcomes(1)
+    assert one == outcomes(2)
+    assert len({arm for _, arm, _ in one}) == len(roster)
