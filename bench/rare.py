@@ -104,7 +104,7 @@ def hunt(slug: str | None, start: int, seconds: float, minimize_it: bool) -> dic
     from dst.explore.fuzz import campaign, seeds
     from dst.explore.record import minimize
 
-    roster = _campaign_scenarios(argparse.Namespace(scenario=None, model=None, bug=[slug] if slug else [],
+    roster = _campaign_scenarios(argparse.Namespace(scenario=None, model=None, bug=[slug] if slug else [], aim=False,
                                                        no_bugs=False))
     began = time.process_time()
     n, found = 0, None

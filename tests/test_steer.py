@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import attrs
@@ -10,6 +11,8 @@ from hypothesis import strategies as st
 
 from dst.explore.fuzz import campaign, seeds
 from dst.explore.steer import Steering, default_campaign
+from dst.runner import run
+from dst.runner.swarm import aimed, swarm
 from dst.scenario import embedded_scenarios, load_scenario
 from dst.sut import Situation
 
@@ -71,12 +74,27 @@ def test_every_seed_has_an_arm_and_no_arm_is_starved(arms: int, reached: list[li
     assert not last or set(last) == set(range(arms))
 
 
-def test_the_default_campaign_is_the_default_then_every_shipped_scenario_with_its_bugs_off() -> None:
+def test_the_default_campaign_is_the_default_then_every_shipped_scenario_with_its_bugs_off_then_each_aimed() -> None:
     first = attrs.evolve(load_scenario(None), bugs=("strict-fence",))
     roster = default_campaign(first)
-    assert roster[0] == first
-    assert {s.name for s in roster} == set(embedded_scenarios())
+    plain = [s for s in roster if not s.name.endswith(", aimed")]
+    assert roster[0] == first and roster[:len(plain)] == tuple(plain)
+    assert {s.name for s in plain} == set(embedded_scenarios())
     assert all(s.bugs == ("strict-fence",) for s in roster)
+    for scenario in roster[len(plain):]:  # each aims half of every kind its plain form enables
+        source = next(s for s in plain if f"{s.name}, aimed" == scenario.name)
+        assert scenario == aimed(source) != source
+        assert all(fault.targeted == 0.5 for _, fault in scenario.faults.kinds() if fault.rate > 0)
+
+
+def test_an_aimed_seed_runs_again_from_its_command(capsys) -> None:
+    from dst.cli import main
+
+    scenario = aimed(attrs.evolve(load_scenario("unconditional-ack"), bugs=()))
+    result = run(swarm(scenario, 5), 5)
+    assert result.reproduce == "dst run --seed 5 --scenario unconditional-ack --no-bugs --aim --swarm"
+    main([*result.reproduce.split()[1:], "--json"])
+    assert json.loads(capsys.readouterr().out)["trace_digest"] == result.digest
 
 
 def test_the_default_campaign_gives_the_same_outcomes_on_any_number_of_workers() -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import attrs
 
 from ..errors import MODEL_ERROR, UserError
 from ..models import ModelError, resolve
 from ..runner import RunResult, check
+from ..runner.swarm import aimed
 from ..scenario import Scenario, dropped, load_scenario
 from .output import error
 
@@ -56,7 +58,12 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
     check_slugs(args.bug, scenario.model.impl)
     own = () if args.no_bugs else scenario.bugs
     scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(own + tuple(args.bug))))
+    if args.aim:
+        scenario = aimed(scenario)
     check(scenario)  # keys that contradict the model's bounds are said now, before any run
     return scenario
 
 
+def reproduce_flags(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The flags of ``dst run`` that decide a run, in the order :func:`dst.runner.reproduce.command` takes them."""
+    return args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs, args.aim

@@ -20,7 +20,7 @@ from ..scenario import Scenario
 from ..sim.trace import Event, first_difference, format_event
 from ..present.terminal import lane_order
 from ..text import one_line
-from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, exit_code, scenario_from
+from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, exit_code, reproduce_flags, scenario_from
 from .output import error, rich_console
 
 
@@ -53,7 +53,7 @@ def dst_run(args: argparse.Namespace) -> int:
             console.print()
         render_run(console, scenario, result, wall)
         if not result.ok:
-            again = reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs)
+            again = reproduce_command(*reproduce_flags(args))
             console.print()
             console.print(plain("the whole run:  ", (f"{again} --trace", "cyan")))
             console.print(plain("minimize it:    ", (again.replace("dst run", "dst shrink", 1), "cyan")))
@@ -93,7 +93,7 @@ def _divergence(what: str, mine: list[Any], theirs: list[Any], why: str = "") ->
 
 def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None:
     """Run the same seed in a new interpreter with another hash seed; describe the first difference."""
-    command = reproduce_arguments(args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs)[1:]
+    command = reproduce_arguments(*reproduce_flags(args))[1:]
     command = [sys.executable, "-m", "dst", *command, "--json", "--trace"]
     env = dict(os.environ, PYTHONHASHSEED=str((args.seed * 7919 + 17) % 4294967295 or 1))
     done = subprocess.run(command, capture_output=True, text=True, env=env)

@@ -11,7 +11,7 @@ from typing import Any
 from ..runner.reproduce import command as reproduce_command
 from ..runner.swarm import swarm
 from ..runner import run
-from .command import EXIT_OK, UsageError, scenario_from
+from .command import EXIT_OK, UsageError, reproduce_flags, scenario_from
 from .output import rich_console
 
 
@@ -50,7 +50,7 @@ def dst_show(args: argparse.Namespace) -> int:
     else:
         result, every_step = run(swarm(scenario, args.seed) if args.swarm else scenario, args.seed), False
         source = Source(f"{scenario.name}, seed {args.seed}",
-                        reproduce_command(args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs))
+                        reproduce_command(*reproduce_flags(args)))
     data = page_data(result, source, every_step=every_step)
     console = _deliver(path, render_page(data), args.force)
     v = result.violation

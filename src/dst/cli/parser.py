@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-bugs", action="store_true",
                        help="switch off the bugs the scenario names (--bug still switches its own on): a shipped "
                             "bug's scenario run on the correct model, as the default campaign runs it")
+        p.add_argument("--aim", action="store_true",
+                       help="aim half of each fault kind the scenario enables (and leaves unaimed) at the model's "
+                            "sensitive moments, as the default campaign runs half its scenarios")
 
     def junit_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--junit", metavar="FILE", type=Path,

@@ -26,6 +26,7 @@ import attrs
 from ..errors import UserError
 from ..models import ModelError
 from ..runner import check
+from ..runner.swarm import aimed
 from ..scenario import Scenario, ScenarioError, load_shipped, shipped_names
 from ..sut import Situation
 
@@ -122,9 +123,10 @@ class Steering:
 def default_campaign(first: Scenario) -> tuple[Scenario, ...]:
     """What a campaign runs when no scenario is given: ``first`` (the embedded default on the model), then every
     scenario shipped for the model (its bugs' scenarios, each made to reach that bug's situation) that loads and
-    checks on it, with its own bugs switched off and ``first``'s on (a user's ``--bug``): a campaign that makes
-    its own luck, where one scenario would leave the rare situations to chance. A shipped scenario that does
-    not load on the model is passed over (a user's model may lack the options it sets)."""
+    checks on it, with its own bugs switched off and ``first``'s on (a user's ``--bug``); then each of them
+    again with half its faults aimed at the model's sensitive moments (:func:`~dst.runner.swarm.aimed`). A
+    campaign that makes its own luck, where one scenario would leave the rare situations to chance. A shipped
+    scenario that does not load on the model is passed over (a user's model may lack the options it sets)."""
     impl = first.model.impl
     roster = [first]
     for name in shipped_names(impl):
@@ -135,4 +137,4 @@ def default_campaign(first: Scenario) -> tuple[Scenario, ...]:
             continue
         if all(scenario != other for other in roster):
             roster.append(scenario)
-    return tuple(roster)
+    return tuple(roster) + tuple(dict.fromkeys(a for a in map(aimed, roster) if a not in roster))

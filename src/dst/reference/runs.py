@@ -282,6 +282,7 @@ class RunService:
     async def _sweep(self) -> Any:
         """Every CANCELLING run past its deadline, whether or not a timer survived."""
         await store_step()
+        await moment("sweeping")  # the sweep begins: what it reads, it reads after this
         now, timeout = self.clock.now, self.config.cancelling_timeout
         for run in list(self.store.runs.values()):
             if run.state == CANCELLING and run.entered + timeout <= now:

@@ -183,6 +183,7 @@ class LeaseService:
         # Re-check expiry when acting: the holder may have renewed since the tick.
         if lease is None or lease.expiry > self.clock.now:
             return None
+        await moment("reaping")  # the expiry is re-checked; the revoke follows
         await self._revoke(lease)
         return None
 

@@ -9,19 +9,20 @@ import attrs
 
 from ..models import ModelError
 from ..scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
-from .swarm import swarm
+from .swarm import aimed, swarm
 
 
 def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
-            model: str | None = None, no_bugs: bool = False) -> str:
+            model: str | None = None, no_bugs: bool = False, aim: bool = False) -> str:
     """``dst run --seed N`` with the flags given, as a shell takes it (a path with a space is quoted): the
     scenario as the command line names it (None: the embedded default), the model it runs instead of the
-    file's, the bugs it turns on besides the file's (with ``no_bugs``, instead of them)."""
-    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs))
+    file's, the bugs it turns on besides the file's (with ``no_bugs``, instead of them), and whether its faults
+    are aimed."""
+    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs, aim))
 
 
 def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
-              model: str | None = None, no_bugs: bool = False) -> list[str]:
+              model: str | None = None, no_bugs: bool = False, aim: bool = False) -> list[str]:
     """:func:`command` as the list of its words."""
     parts = ["dst", "run", "--seed", str(seed)]
     if scenario_arg:
@@ -32,6 +33,8 @@ def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swar
         parts.append("--no-bugs")
     for slug in bugs:
         parts += ["--bug", slug]
+    if aim:
+        parts.append("--aim")
     if use_swarm:
         parts.append("--swarm")
     return parts
@@ -67,7 +70,8 @@ def reproduce(scenario: Scenario, seed: int) -> str | None:
     no_bugs = bool(set(on_disk.bugs) - set(scenario.bugs))  # a shipped scenario the default campaign ran correct
     extra = list(scenario.bugs) if no_bugs else [slug for slug in scenario.bugs if slug not in on_disk.bugs]
     on_disk = attrs.evolve(on_disk, bugs=scenario.bugs)
-    for use_swarm, ran in ((False, on_disk), (True, swarm(on_disk, seed))):
-        if ran == scenario:
-            return command(seed, name, extra, use_swarm, model, no_bugs)
+    for aim, loaded in ((False, on_disk), (True, aimed(on_disk))):
+        for use_swarm, ran in ((False, loaded), (True, swarm(loaded, seed))):
+            if ran == scenario:
+                return command(seed, name, extra, use_swarm, model, no_bugs, aim)
     return None

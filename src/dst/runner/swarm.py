@@ -1,4 +1,6 @@
-"""Swarm testing: each seed also picks which faults are on and how often.
+"""The variations of a scenario a campaign runs: swarm testing, and aimed faults.
+
+Swarm testing: each seed also picks which faults are on and how often.
 
 TigerBeetle's VOPR (``options_swarm``) and FoundationDB's BUGGIFY: a campaign where every
 run has every fault at one fixed rate explores a narrow band of behaviour; letting each
@@ -37,3 +39,18 @@ def swarm(scenario: Scenario, seed: int) -> Scenario:
     # draws above are what they were before the store could be slow
     return attrs.evolve(scenario, faults=attrs.evolve(scenario.faults, **faults), network=network, run=run,
                         model=model)
+
+
+AIM = 0.5  # the share of each fault kind an aimed scenario strikes at the model's sensitive moments
+
+
+def aimed(scenario: Scenario) -> Scenario:
+    """The scenario with half of each enabled fault kind that it leaves unaimed aimed at the model's sensitive
+    moments (``targeted``: a pause just before a write, inside the reaper's step), named so (``dst run --aim``).
+    Where a bug needs a fault at one moment, aiming finds it in fewer seeds; where it needs a fault anywhere
+    (a partition), it takes faults away, so the default campaign runs each scenario both ways."""
+    kinds = {name: attrs.evolve(fault, targeted=AIM) for name, fault in scenario.faults.kinds()
+             if fault.rate > 0 and fault.targeted == 0}
+    if not kinds:
+        return scenario
+    return attrs.evolve(scenario, name=f"{scenario.name}, aimed", faults=attrs.evolve(scenario.faults, **kinds))
