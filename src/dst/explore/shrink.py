@@ -10,12 +10,16 @@ then the rest (writes, slots, capacity, randomness left in the network and store
 passes, run until none makes progress:
 
 1. delete chunks of steps, halving the chunk size down to one (adaptive deletion);
-2. delete every step of one client;
+2. delete every step of one client, or fold it into another (its faults moved there, its jobs gone);
 3. write one fault for several: a partition for the messages a client lost, one pause for its pauses;
 4. shorten durations (to zero, half, whole seconds) and close gaps between steps;
 5. lower counts: renumber clients densely, fewer writes and slots, a smaller capacity;
 6. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
    the uniform scheduler.
+
+A candidate that fails because a pinned fault missed (its message was never sent: the change took a
+retry away) is tried once more with that fault re-aimed at the nearest message of the same step and
+kind (counted as the pass ``re_aim``).
 
 Before the passes, the faults the keyed draws made (a lost, duplicated or delayed message, a
 slow store round trip) are written as explicit steps that pin them, and the probabilities that
@@ -40,7 +44,7 @@ from ..errors import MODEL_ERROR, UserError
 from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..invariants import shape
-from ..sim.trace import parse_key
+from ..sim.trace import BACKGROUND, SENT, key_name, parse_key
 from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
@@ -149,13 +153,27 @@ class Shrinker:
         began = self.clock()
         result = run(candidate, self.seed)
         self._pass.seconds += self.clock() - began
-        if result.violation is None or result.violation.invariant != self.invariant:
-            return False
-        if self.error_shape is not None and shape(result.violation.message) != self.error_shape:
-            return False  # another error of the model's: not the one being minimized
+        if not self._same_violation(result):
+            again = _reaimed(candidate, result)
+            return again is not None and self._reaim(again)
         self.best, self.best_result = candidate, result
         self._pass.kept += 1
         return True
+
+    def _same_violation(self, result: RunResult) -> bool:
+        if result.violation is None or result.violation.invariant != self.invariant:
+            return False
+        # A model error: the same error (the shape of its message), not another of the model's.
+        return self.error_shape is None or shape(result.violation.message) == self.error_shape
+
+    def _reaim(self, candidate: Scenario) -> bool:
+        """Run a candidate whose pinned faults were re-aimed at the messages the change left (counted apart, as
+        the pass ``re_aim``)."""
+        doing, self._pass = self._pass, self.passes.setdefault("re_aim", PassStats("re_aim"))
+        try:
+            return self.consider(candidate)
+        finally:
+            self._pass = doing
 
     def with_steps(self, steps: Iterable[Step]) -> Scenario:
         return attrs.evolve(self.best, steps=sort_steps(steps))
@@ -175,6 +193,19 @@ class Shrinker:
     def delete_clients(self) -> None:
         for actor in sorted({s.actor for s in self.best.steps or ()}):
             self.consider(self.with_steps(s for s in self.best.steps or () if s.actor != actor))
+
+    def fold_clients(self) -> None:
+        """One client for two: drop a client's jobs and move the faults that struck it to another client, whose
+        job before each fault is lengthened to last as long as the dropped job it struck did (a person writes the
+        crash on the holder they already have)."""
+        plan = self.best.steps or ()
+        clients = sorted({s.actor for s in plan if is_client(s.actor)})
+        for gone in clients:
+            for into in clients:
+                steps = self.best.steps or ()
+                if into == gone or not any(s.actor == gone for s in steps) or not any(s.actor == into for s in steps):
+                    continue
+                self.consider(self.with_steps(_folded(steps, gone, into)))
 
     def shorten(self) -> None:
         for index in range(len(self.best.steps or ())):
@@ -251,8 +282,8 @@ class Shrinker:
             self.consider(change(self.best))
 
     def shrink(self) -> StopReason:
-        passes = (self.delete_chunks, self.delete_clients, self.merge_faults, self.shorten, self.lower_counts,
-                  self.plain_environment)
+        passes = (self.delete_chunks, self.delete_clients, self.fold_clients, self.merge_faults, self.shorten,
+                  self.lower_counts, self.plain_environment)
         try:
             while True:
                 before = size(self.best)
@@ -263,6 +294,37 @@ class Shrinker:
                     return StopReason.CONVERGED
         except _Budget as budget:
             return budget.reason
+
+
+def _folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
+    """``steps`` with client ``gone``'s faults moved to ``into`` and its jobs dropped; each of ``into``'s jobs
+    that began before a moved fault lasts at least until the job of ``gone`` it struck would have ended."""
+    def job_at(actor: str, at: int) -> Step | None:
+        return max((s for s in steps if s.actor == actor and "work" in dict(s.args) and s.at <= at),
+                   key=lambda s: s.at, default=None)
+
+    lengthen: dict[int, int] = {}  # step id of a job of ``into`` -> the work it needs
+    for fault in (s for s in steps if s.actor == gone and _client_fault(s)):
+        struck, mine = job_at(gone, fault.at), job_at(into, fault.at)
+        if struck is not None and mine is not None:
+            end = struck.at + cast(int, struck.arg("work", 0))
+            lengthen[mine.id] = max(lengthen.get(mine.id, 0), end - mine.at)
+    out = []
+    for step in steps:
+        if step.actor == gone:
+            if _client_fault(step):
+                out.append(attrs.evolve(step, actor=into))
+        elif step.id in lengthen and lengthen[step.id] > cast(int, step.arg("work", 0)):
+            out.append(_with_arg(step, "work", lengthen[step.id]))
+        else:
+            out.append(step)
+    return out
+
+
+def _client_fault(step: Step) -> bool:
+    """A scheduled fault that strikes a client (a crash, a pause, a partition): not a job, not a pinned fault."""
+    kind = fault_of(step)
+    return kind is not None and kind.target == "client" and not kind.pinned
 
 
 def _with_arg(step: Step, name: str, value: object) -> Step:
@@ -287,6 +349,28 @@ def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_latency=(sc.model.store_latency[0],) * 2))
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_slow=0.0))
     yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
+
+
+def _reaimed(candidate: Scenario, result: RunResult) -> Scenario | None:
+    """``candidate`` with each pinned fault whose message its run never sent aimed instead at the message of the
+    same step and kind that came nearest before it (else the first after), or None if none missed. Deleting a
+    step can change how many tries a request took (a retry fewer where nothing contends): the fault was about
+    that request, not about its ordinal, so it follows the request."""
+    sent = sorted({detail[3] for _, _, _, detail in result.raw_trace
+                   if isinstance(detail, tuple) and detail and detail[0] == SENT})
+    steps, changed = list(candidate.steps or ()), False
+    for index, step in enumerate(steps):
+        message = step.arg("message") if is_pinned(step) else None
+        if not isinstance(message, str):
+            continue
+        key = parse_key(message)
+        if key in sent or key & BACKGROUND or key >> 64:
+            continue
+        same = [k for k in sent if k & ~0xFFF == key & ~0xFFF]  # the same step, kind and direction
+        if same:
+            nearest = max((k for k in same if k < key), default=same[0])
+            steps[index], changed = _with_arg(step, "message", key_name(nearest)), True
+    return attrs.evolve(candidate, steps=sort_steps(steps)) if changed else None
 
 
 def _what(step: Step) -> tuple[Any, ...]:

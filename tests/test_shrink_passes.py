@@ -1,0 +1,45 @@
+"""The minimizer's passes that shrink as a person would: a pinned fault follows its request when a deletion takes
+a retry away, and a client's fault moves onto the holder a person would write it on."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from dst.explore.shrink import _folded, _reaimed
+from dst.plan import make_step
+from dst.scenario import load_scenario, scripted
+from dst.sim.trace import RESPONSE, SENT, message_key
+
+
+def _sent(*keys: int) -> Any:
+    """A run whose trace sent these keys (the only part of a result re-aiming reads)."""
+    return SimpleNamespace(raw_trace=tuple((0, "c1", "send", (SENT, None, "server", key)) for key in keys))
+
+
+def test_a_pinned_fault_whose_message_was_never_sent_follows_the_nearest_one_of_its_request() -> None:
+    lost = make_step(9, 1000, "net", "lose", message="5.2.3r")
+    scenario = scripted(load_scenario(None), (make_step(5, 0, "c1", "acquire", limit="db", slots=1, work=1000),
+                                             lost))
+    answered = [message_key(5, 2, n) | RESPONSE for n in (0, 1)]  # two tries were answered; the fourth never sent
+    again = _reaimed(scenario, _sent(message_key(5, 2, 0), *answered, message_key(6, 2, 3) | RESPONSE))
+    assert again is not None
+    assert [s.arg("message") for s in again.steps or () if s.action == "lose"] == ["5.2.1r"]
+
+
+def test_a_pinned_fault_that_struck_is_left_alone() -> None:
+    lost = make_step(9, 1000, "net", "lose", message="5.2.0r")
+    scenario = scripted(load_scenario(None), (make_step(5, 0, "c1", "acquire", limit="db", slots=1, work=1000),
+                                             lost))
+    assert _reaimed(scenario, _sent(message_key(5, 2, 0) | RESPONSE)) is None
+    assert _reaimed(scenario, _sent(message_key(5, 3, 0) | RESPONSE)) is None  # nothing of its request to aim at
+
+
+def test_folding_a_client_moves_its_faults_onto_the_other_and_keeps_the_struck_job_long_enough() -> None:
+    steps = (make_step(1, 0, "c1", "acquire", limit="db", slots=1, work=10_000, writes=0),
+             make_step(2, 5_000, "c2", "acquire", limit="db", slots=1, work=100_000, writes=0),
+             make_step(3, 50_000, "c2", "crash"))
+    folded = _folded(steps, "c2", "c1")
+    assert [(s.id, s.actor, s.action) for s in folded] == [(1, "c1", "acquire"), (3, "c1", "crash")]
+    assert folded[0].arg("work") == 105_000  # until the job the crash struck would have ended
+    assert _folded(steps, "c1", "c2") == [steps[1], steps[2]]  # c1 had no fault: its job just goes
