@@ -154,7 +154,7 @@ class Shrinker:
         result = run(candidate, self.seed)
         self._pass.seconds += self.clock() - began
         if not self._same_violation(result):
-            again = _reaimed(candidate, result)
+            again = None if self._pass.name == "re_aim" else _reaimed(candidate, result)  # once: no chain of them
             return again is not None and self._reaim(again)
         self.best, self.best_result = candidate, result
         self._pass.kept += 1
