@@ -17,7 +17,7 @@ from ..runner.swarm import swarm
 from ..findings import FindingError, ready
 from ..runner import RunResult, run
 from ..scenario import Scenario
-from ..sim.trace import Event, first_difference, format_event
+from ..sim.trace import Event, digest, first_difference, format_event
 from ..present.terminal import lane_order
 from ..text import one_line
 from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, exit_code, scenario_from
@@ -73,7 +73,7 @@ def _replay_here(scenario: Scenario, seed: int, result: RunResult) -> str | None
     """Run the same seed again in this process: what a run leaves behind (a module global, a singleton the
     model's build or restart does not reset) shows as a divergence here."""
     again = run(scenario, seed)
-    if again.digest == result.digest:
+    if digest(again.raw_trace) == digest(result.raw_trace):  # the whole trace: the consequences after the outcome too
         return None
     return _divergence("a second run in the same process", list(result.trace), list(again.trace),
                        " (state kept between runs: a module global or singleton the model does not reset)")
@@ -100,10 +100,10 @@ def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None
     if done.returncode not in (EXIT_OK, EXIT_VIOLATION):
         lines = done.stderr.strip().splitlines()
         return f"the second run failed: {lines[-1] if lines else done.returncode}"
-    other = json.loads(done.stdout)
-    if other["trace_digest"] == result.digest:
+    other = [tuple(e) for e in json.loads(done.stdout)["trace"]]
+    if other == list(result.trace):  # the whole trace: the consequences after the outcome too
         return None
-    return _divergence("a fresh process", list(result.trace), [tuple(e) for e in other["trace"]])
+    return _divergence("a fresh process", list(result.trace), other)
 
 
 # --- dst shrink -----------------------------------------------------------------------------------

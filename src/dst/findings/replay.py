@@ -48,7 +48,7 @@ def replay(finding: Finding, model: str | None = None) -> Replay:
 
 
 def _first_difference(finding: Finding, result: RunResult) -> int | None:
-    now = fingerprints(result.raw_trace)
+    now = fingerprints(result.decided_trace)
     for i, (a, b) in enumerate(zip(now, finding.fingerprints)):
         if a != b:
             return i

@@ -10,8 +10,8 @@ from __future__ import annotations
 from . import leases  # noqa: F401, I001
 from . import runs  # noqa: F401
 from . import fencing  # noqa: F401
-from .base import CAUSE, INVARIANTS, SYMPTOM, Invariant, Violation, cause_of, invariant, shape
-from .books import HOOKS, ServerWatch
+from .base import CAUSE, INVARIANTS, SYMPTOM, Invariant, cause_of, invariant, shape
+from .books import HOOKS, ServerWatch, Violation
 from .ghost import Ghost
 from .situations import SITUATIONS, Situation
 

@@ -13,18 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Sequence
 
-from ..sim.kernel import StopRun
 from .books import HOOKS, Books
-
-
-class Violation(StopRun):
-    """An invariant failed: ``invariant`` is its stable id, ``message`` the one line of values."""
-
-    def __init__(self, invariant: str, time: int, message: str) -> None:
-        super().__init__(f"{invariant}: {message}")
-        self.invariant = invariant
-        self.time = time
-        self.message = message
 
 
 class Unit:
@@ -63,7 +52,9 @@ class Invariant(Unit):
         self.checks = 0
 
     def fail(self, message: str) -> None:
-        raise Violation(self.id, self.g.kernel.now, message)
+        """Report a violation: the ghost raises it, or, in a run, notes it and goes on (:meth:`Books.failed`).
+        Code after a failure runs on: only the first failure of an invariant counts."""
+        self.g.failed(self, message)
 
     @classmethod
     def titled(cls, message: str) -> str:

@@ -80,10 +80,20 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
         v = result.violation
         console.print()
         console.print(plain((f"{v.invariant}: {v.message}", "bold red")))
+        render_consequences(console, result)
         led = result.causal()
         console.print(Text(f"detected at t={format_time(v.time)}, trace event {v.step}; the {len(led):,} events "
-                           f"that led to it (of {len(result.trace):,}):", style="bold"))
+                           f"that led to it (of {len(result.decided_trace):,}):", style="bold"))
         render_events(console, led)
+
+
+def render_consequences(console: Console, result: RunResult) -> None:
+    """What else the run violated after its first violation, each invariant the first time: the cause's
+    consequences (see docs/findings.md)."""
+    if result.consequences:
+        console.print(Text("its consequences (what else the run violated, each the first time):", style="bold"))
+        for c in result.consequences:
+            console.print(plain("  ", (c.invariant, "red"), f" at t={format_time(c.time)}: {c.message}"))
 
 
 def render_events(console: Console, events: Iterable[Event]) -> None:

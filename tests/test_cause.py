@@ -1,0 +1,168 @@
+"""Cause and consequences: after its first violation a run goes on for a bounded window, notes the first violation
+of each other invariant, and reports the cause among them (the declared ranking); the rest are its consequences."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cause_models  # noqa: F401  # the models the scenarios below name
+from conftest import scenario
+from dst.cli import main
+from dst.explore.record import minimize
+from dst.explore.selftest import bug_scenario
+from dst.findings import read, save_finding
+from dst.invariants import BY_ID, CAUSE, INVARIANTS, SYMPTOM, Invariant, cause_of, invariant
+from dst.invariants.base import INVARIANTS as REGISTRY
+from dst.reference.bugs import CATALOGUE
+from dst.runner import MODEL_ERROR, Simulation, run
+from dst.runner.swarm import swarm
+from dst.sim.trace import digest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# c1 holds L1 and releases it at 1s: the row stays until its expiry (60s). c2 takes the slot at 2s. c3 asks at 62s,
+# after L1 ran out and before the reaper (every 15s) removes it: L1's slot counts free twice, so c3 gets in.
+ROW_LEFT = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s", "writes": 0},
+            {"at": "2s", "actor": "c2", "action": "acquire", "work": "100s", "writes": 0},
+            {"at": "62s", "actor": "c3", "action": "acquire", "work": "1s", "writes": 0}]
+
+
+def _row_left(model: str = "cause_models:leaves_the_row"):
+    return scenario({"model": {"impl": model}}, ROW_LEFT)
+
+
+# --- the ranking --------------------------------------------------------------------------------------------
+
+def test_every_invariant_says_whether_it_names_a_cause_or_a_symptom_and_why():
+    for unit in INVARIANTS:
+        assert unit.names in (CAUSE, SYMPTOM) and unit.because, unit.id
+    named = {unit.id: unit.names for unit in INVARIANTS}
+    assert {i for i, n in named.items() if n == CAUSE} >= {"no-foreign-release", "slot-accounting", "unique-tokens",
+                                                           "owner-only-update", "expiry-only-forward"}
+    assert {i for i, n in named.items() if n == SYMPTOM} >= {"capacity", "exclusive-seats", "single-executor",
+                                                             "stranded-slot"}
+
+
+def test_an_invariant_that_does_not_say_what_it_names_is_refused_at_registration():
+    class Unsaid(Invariant):
+        id = "unsaid"
+        title = "unsaid"
+        statement = "nothing"
+        parts = frozenset({"leases"})
+
+    with pytest.raises(AssertionError, match="names = CAUSE or SYMPTOM"):
+        invariant(Unsaid)
+    assert Unsaid not in REGISTRY
+
+
+def test_a_later_cause_replaces_a_first_symptom_and_nothing_else_replaces_anything():
+    assert cause_of(["capacity", "single-executor", "no-foreign-release", "slot-accounting"]) == 2
+    assert cause_of(["no-foreign-release", "capacity", "slot-accounting"]) == 0  # a first cause stands
+    assert cause_of(["capacity", "single-executor", "stranded-slot"]) == 0  # symptoms only: the first
+    assert cause_of(["capacity", MODEL_ERROR]) == 0  # the model's error is no invariant's cause
+    assert cause_of(["single-executor", "owner-only-update"]) == 1
+
+
+@pytest.mark.parametrize("bug", CATALOGUE, ids=lambda bug: bug.slug)
+def test_no_catalogue_bug_is_misnamed_by_the_cause_its_runs_report(bug):
+    # Each bug's scenario as dst selftest runs it (swarm), its first seeds: whatever the window adds, the run is
+    # named by an invariant the bug lists (a later cause replaces a first symptom only if the bug lists it too).
+    for seed in range(1, 21):
+        result = run(swarm(bug_scenario(bug.slug), seed), seed)
+        if result.violation is not None:
+            assert result.violation.invariant in bug.breaks, (bug.slug, seed, result.violation, result.consequences)
+
+
+# --- the run ------------------------------------------------------------------------------------------------
+
+def test_a_release_that_leaves_the_row_is_named_by_the_foreign_release_with_capacity_as_a_consequence():
+    sim = Simulation(_row_left(), 1)
+    result = sim.run()
+    v = result.violation
+    assert v is not None and v.invariant == "no-foreign-release"
+    assert "a release naming L1 gave back 1 slot(s)" in v.message
+    # Capacity broke first (c3 got in at 62s), and was what a run used to report; the reap at 75s names the slip.
+    first = min(result.consequences, key=lambda c: c.time)
+    assert (first.invariant, first.time) == ("capacity", sim.found[0].time) and first.time < v.time
+    assert [c.invariant for c in result.consequences] == ["capacity", "single-executor", "slot-accounting"]
+    assert all(c.time <= d.time for c, d in zip(result.consequences, result.consequences[1:]))
+    # The window: the model's reclaim bound (TTL + reaper interval) plus the worst delays, from the first violation.
+    assert sim.window == 75_000 + 20_000 + 10 + 20  # + the delay_by bound, the latency and four store round trips
+    assert result.virtual_time == first.time + sim.window
+    # The digest covers the trace up to the cause; what followed is in the trace but not in the digest.
+    assert result.decided == v.step < len(result.raw_trace)
+    assert result.digest == digest(result.raw_trace[:v.step])
+    # Consequences met their cases, as the cause did.
+    assert all(result.cases[c.invariant] >= 1 for c in (v, *result.consequences))
+    assert "its consequences" in result.explain() and "capacity at t=62.015s" in result.explain()
+    summary = result.summary()
+    assert summary["violation"]["invariant"] == "no-foreign-release"
+    assert [c["invariant"] for c in summary["consequences"]] == ["capacity", "single-executor", "slot-accounting"]
+
+
+def test_a_run_whose_first_violation_is_a_cause_keeps_it_and_its_digest():
+    finding = read(ROOT / "findings" / "001-release-frees-another-holders-slot.toml")
+    result = run(finding.scenario, finding.seed)
+    assert result.violation is not None and result.violation.invariant == "no-foreign-release"
+    assert [c.invariant for c in result.consequences] == ["slot-accounting"]
+    assert result.digest == finding.digest  # recorded when the run stopped at its first violation
+    assert len(result.raw_trace) > result.decided == result.violation.step
+
+
+def test_the_same_seed_gives_the_same_cause_consequences_and_whole_trace():
+    one, two = run(_row_left(), 1), run(_row_left(), 1)
+    assert (one.violation, one.consequences, one.digest, one.decided) == \
+        (two.violation, two.consequences, two.digest, two.decided)
+    assert digest(one.raw_trace) == digest(two.raw_trace)
+
+
+def test_the_models_error_in_the_window_ends_the_run_at_once_as_a_consequence():
+    result = run(_row_left("cause_models:leaves_the_row_and_raises"), 1)
+    assert result.violation is not None and result.violation.invariant == "no-foreign-release"
+    assert result.outcome == "violation"
+    (*_, error) = result.consequences
+    assert error.invariant == MODEL_ERROR and "the reaper gave back" in error.message
+    assert result.virtual_time == error.time == result.violation.time  # it ended the run there
+    assert result.raw_trace[-1][2] == "error"
+
+
+def test_a_model_error_before_any_violation_is_the_outcome_with_nothing_after():
+    # c1 dies holding L1: the reaper reclaims it rightly at 75s, and raises.
+    crashed = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "100s", "writes": 0},
+               {"at": "5s", "actor": "c1", "action": "crash"}]
+    result = run(scenario({"model": {"impl": "cause_models:leaves_the_row_and_raises"}}, crashed), 1)
+    assert result.outcome == MODEL_ERROR and result.consequences == ()
+    assert result.decided == len(result.raw_trace)
+
+
+def test_a_run_without_a_violation_has_no_consequences_and_its_digest_covers_it_all():
+    result = run(scenario(steps=ROW_LEFT[:1]), 1)
+    assert result.ok and result.consequences == () and result.decided == len(result.raw_trace)
+    assert result.digest == digest(result.raw_trace)
+
+
+# --- the minimizer and the commands ------------------------------------------------------------------
+
+def test_the_minimizer_keeps_the_cause_not_the_first_violation():
+    shrunk = minimize(_row_left(), 1, use_swarm=False)
+    assert shrunk is not None
+    v = shrunk.result.violation
+    assert v is not None and v.invariant == "no-foreign-release"
+    # Capacity needed c2 and c3; the foreign release needs only c1's release and the reaper.
+    assert shrunk.steps_after < len(ROW_LEFT)
+
+
+def test_dst_run_prints_the_consequences_and_json_lists_them(tmp_path, capsys):
+    path = save_finding(run(_row_left(), 1), tmp_path)
+    assert main(["run", "--scenario", str(path), "--seed", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "no-foreign-release: a release naming L1" in out
+    assert "its consequences (what else the run violated, each the first time):" in out
+    assert "capacity at t=62.015s: leases the authority recognises hold 2 slot(s)" in out
+    assert main(["run", "--scenario", str(path), "--seed", "1", "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["violation"]["invariant"] == "no-foreign-release"
+    assert [c["invariant"] for c in summary["consequences"]] == ["capacity", "single-executor", "slot-accounting"]
