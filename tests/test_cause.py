@@ -13,7 +13,8 @@ from conftest import scenario
 from dst.cli import main
 from dst.explore.record import minimize
 from dst.explore.selftest import bug_scenario
-from dst.findings import read, save_finding
+from dst.findings import Consequence, FindingError, read, replay, save_finding
+from dst.findings.format import render
 from dst.invariants import BY_ID, CAUSE, INVARIANTS, SYMPTOM, Invariant, cause_of, invariant
 from dst.invariants.base import INVARIANTS as REGISTRY
 from dst.reference.bugs import CATALOGUE
@@ -144,7 +145,7 @@ def test_a_run_without_a_violation_has_no_consequences_and_its_digest_covers_it_
     assert result.digest == digest(result.raw_trace)
 
 
-# --- the minimizer and the commands ------------------------------------------------------------------
+# --- the minimizer, findings and the commands ------------------------------------------------------------------
 
 def test_the_minimizer_keeps_the_cause_not_the_first_violation():
     shrunk = minimize(_row_left(), 1, use_swarm=False)
@@ -153,6 +154,61 @@ def test_the_minimizer_keeps_the_cause_not_the_first_violation():
     assert v is not None and v.invariant == "no-foreign-release"
     # Capacity needed c2 and c3; the foreign release needs only c1's release and the reaper.
     assert shrunk.steps_after < len(ROW_LEFT)
+
+
+def test_a_finding_records_its_consequences_and_reads_them_back(tmp_path):
+    result = run(_row_left(), 1)
+    path = save_finding(result, tmp_path)
+    text = path.read_text()
+    assert "# its consequences: capacity at t=62.015s, single-executor at t=62.025s, slot-accounting at t=75.005s" \
+        in text
+    finding = read(path)
+    assert finding.invariant == "no-foreign-release"
+    assert finding.consequences == tuple(Consequence(c.invariant, c.time, c.message) for c in result.consequences)
+    again = replay(finding)
+    assert again.status == "reproduces"
+    assert again.explain().endswith("; its consequences: capacity at t=62.015s, single-executor at t=62.025s, "
+                                    "slot-accounting at t=75.005s")
+    # A finding whose run had none says so: an empty list (a slot never reclaimed is judged at the run's end).
+    stranded = read(ROOT / "findings" / "008-slot-never-reclaimed-after-a-crash.toml")
+    lone = run(stranded.scenario, stranded.seed)
+    assert lone.violation is not None and lone.consequences == ()
+    written = read(save_finding(lone, tmp_path / "lone"))
+    assert written.consequences == () and "consequences = []\n" in render(written, 1)
+
+
+def test_an_old_finding_without_consequences_still_reads_and_replays():
+    path = ROOT / "findings" / "001-release-frees-another-holders-slot.toml"
+    assert "consequences" not in path.read_text()
+    finding = read(path)
+    assert finding.consequences is None
+    again = replay(finding)
+    assert again.status == "reproduces"
+    assert again.explain() == ("reproduces: no-foreign-release at the same step, same trace digest; its "
+                               "consequences: slot-accounting at t=20.065s")
+
+
+@pytest.mark.parametrize("value, said", [
+    ('"capacity"', "finding.consequences: expected a list of tables"),
+    ('[ 3 ]', "finding.consequences[0]: expected a table"),
+    ('[ { invariant = "nope", time = "1s", message = "m" } ]', "finding.consequences[0].invariant: expected one of"),
+    ('[ { invariant = "capacity", time = 5, message = "m" } ]',
+     "finding.consequences[0].time: expected a time such as '44.637s', got 5"),
+    ('[ { invariant = "capacity", time = "soon", message = "m" } ]', "finding.consequences[0].time: "),
+    ('[ { invariant = "capacity", time = "1s" } ]', "finding.consequences[0].message: expected the violation's"),
+])
+def test_a_bad_consequences_key_is_one_line_naming_the_file_and_key_and_exit_2(tmp_path, capsys, value, said):
+    text = (ROOT / "findings" / "001-release-frees-another-holders-slot.toml").read_text()
+    bad = tmp_path / "001-bad.toml"
+    bad.write_text(text.replace("fingerprints = [", f"consequences = {value}\nfingerprints = [", 1))
+    with pytest.raises(FindingError) as info:
+        read(bad)
+    line = str(info.value)
+    assert "\n" not in line and line.startswith(str(bad.name)) or str(bad) in line
+    assert said in line
+    assert main(["replay", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
 
 
 def test_dst_run_prints_the_consequences_and_json_lists_them(tmp_path, capsys):
@@ -166,3 +222,6 @@ def test_dst_run_prints_the_consequences_and_json_lists_them(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["violation"]["invariant"] == "no-foreign-release"
     assert [c["invariant"] for c in summary["consequences"]] == ["capacity", "single-executor", "slot-accounting"]
+    assert main(["replay", str(path), "--json"]) == 0
+    (verdict,) = json.loads(capsys.readouterr().out)
+    assert [c["invariant"] for c in verdict["consequences"]] == ["capacity", "single-executor", "slot-accounting"]

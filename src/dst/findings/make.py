@@ -12,7 +12,7 @@ from ..invariants import shape
 from ..runner import RunResult, run
 from ..scenario import scripted
 from .folder import write
-from .format import Finding, fingerprints, signature, title
+from .format import Consequence, Finding, fingerprints, signature, title
 
 
 def finding_of(result: RunResult, origin: dict[str, Any], minimizer: dict[str, Any] | None = None) -> Finding:
@@ -28,6 +28,7 @@ def finding_of(result: RunResult, origin: dict[str, Any], minimizer: dict[str, A
         signature=signature(scenario.model.impl, scenario.bugs, v.invariant, shape(v.message)), digest=result.digest,
         fingerprints=fingerprints(led), title=title(v.invariant, v.message, scenario, led),
         origin=origin, minimizer=minimizer or {},
+        consequences=tuple(Consequence(c.invariant, c.time, c.message) for c in result.consequences),
     )
 
 
