@@ -225,3 +225,36 @@ def test_dst_run_prints_the_consequences_and_json_lists_them(tmp_path, capsys):
     assert main(["replay", str(path), "--json"]) == 0
     (verdict,) = json.loads(capsys.readouterr().out)
     assert [c["invariant"] for c in verdict["consequences"]] == ["capacity", "single-executor", "slot-accounting"]
+
+
+def test_a_campaign_signs_by_the_cause_and_reports_its_consequences(capsys):
+    from dst.explore.fuzz import fuzz
+
+    result = fuzz(_row_left(), range(1, 3), swarm=False)
+    (group,) = result.signatures
+    assert group.key.startswith("no-foreign-release: ")
+    assert [c[0] for c in group.first.consequences] == ["capacity", "single-executor", "slot-accounting"]
+    assert "its consequences: capacity at t=62.015s" in result.explain()
+
+
+def test_a_campaigns_report_lists_the_consequences_and_counts_them_as_violated():
+    from dst.explore.coverage import violated
+    from dst.explore.fuzz import fuzz
+    from dst.explore.report import ReportError, build, check, dumps, parse
+    from dst.present.junit import junit_xml
+
+    scenario = _row_left()
+    report = build(fuzz(scenario, range(1, 2), swarm=False), [scenario], first=1, stop=2, shard=None,
+                   interrupted=False, findings=[])
+    (sig,) = report["signatures"]
+    assert [c["invariant"] for c in sig["consequences"]] == ["capacity", "single-executor", "slot-accounting"]
+    assert parse(dumps(report), "r.json") == report
+    assert violated(report) == {"no-foreign-release", "capacity", "single-executor", "slot-accounting"}
+    held = junit_xml(report).decode()
+    assert 'classname="capacity" name="capacity"' not in held  # violated as a consequence: not a test that held
+    assert "its consequences: capacity at t=62015ms" in held
+    del sig["consequences"]  # a report older than consequences still reads
+    assert check(report, "old.json") == report
+    sig["consequences"] = [{"invariant": "capacity", "time_ms": -1, "message": "m"}]
+    with pytest.raises(ReportError, match=r"signatures\[0\]\.consequences\[0\]\.time_ms: expected a non-negative"):
+        check(report, "bad.json")

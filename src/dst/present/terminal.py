@@ -197,8 +197,12 @@ def render_fuzz(console: Console, report: Report) -> None:
     table.add_column("first violation")
     table.add_column("reproduce")
     for sig in report["signatures"]:
-        table.add_row(plain(sig["invariant"]), f"{sig['count']}", plain(f"seed {sig['first_seed']}: {sig['message']}"),
-                      plain((sig["reproduce"], "cyan")))
+        first = plain(f"seed {sig['first_seed']}: {sig['message']}")
+        then = ", ".join(f"{c['invariant']} at t={format_time(c['time_ms'])}" for c in sig.get("consequences", ()))
+        if then:
+            first.append("\n")
+            first.append_text(plain((f"its consequences: {then}", "dim")))
+        table.add_row(plain(sig["invariant"]), f"{sig['count']}", first, plain((sig["reproduce"], "cyan")))
     console.print(table)
     for f in report["findings"]:
         verb = "wrote" if f["new"] else "already known:"
