@@ -210,15 +210,15 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
 def _consequences(rows: Any, scenario: Scenario, at: str) -> tuple[Consequence, ...]:
     """``finding.consequences``: a list of { invariant, time, message } tables (absent from a finding written before
     they were recorded: none)."""
-    shape = "a list of tables such as { invariant = 'capacity', time = '1.2s', message = '...' }"
+    shape = "a list of tables such as { invariant = '<its id>', time = '1.2s', message = '<its message>' }"
     if not isinstance(rows, list):
         raise FindingError(f"{at}: finding.consequences: expected {shape}, got {shorten(rows)}")
     out = []
     for i, row in enumerate(rows):
         key = f"finding.consequences[{i}]"
         if not isinstance(row, dict):
-            raise FindingError(f"{at}: {key}: expected a table such as {{ invariant = 'capacity', time = '1.2s', "
-                               f"message = '...' }}, got {shorten(row)}")
+            raise FindingError(f"{at}: {key}: expected a table such as {{ invariant = '<its id>', time = '1.2s', "
+                               f"message = '<its message>' }}, got {shorten(row)}")
         invariant, time, message = row.get("invariant"), row.get("time"), row.get("message")
         if invariant not in scenario.invariants and invariant != MODEL_ERROR:
             raise FindingError(f"{at}: {key}.invariant: expected one of the scenario's invariants or "
