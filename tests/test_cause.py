@@ -4,6 +4,7 @@ of each other invariant, and reports the cause among them (the declared ranking)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,14 @@ def test_every_invariant_says_whether_it_names_a_cause_or_a_symptom_and_why():
                                                            "owner-only-update", "expiry-only-forward"}
     assert {i for i, n in named.items() if n == SYMPTOM} >= {"capacity", "exclusive-seats", "single-executor",
                                                              "stranded-slot"}
+
+
+def test_docs_findings_lists_the_ranking_as_the_units_declare_it():
+    text = (ROOT / "docs" / "findings.md").read_text()
+    row = text.split("| names a cause | names a symptom |\n|---|---|\n", 1)[1].split("\n", 1)[0]
+    causes, symptoms = (set(re.findall(r"`([a-z-]+)`", cell)) for cell in row.strip("|").split("|"))
+    assert causes == {unit.id for unit in INVARIANTS if unit.names == CAUSE}
+    assert symptoms == {unit.id for unit in INVARIANTS if unit.names == SYMPTOM}
 
 
 def test_an_invariant_that_does_not_say_what_it_names_is_refused_at_registration():
