@@ -267,3 +267,36 @@ def test_a_campaigns_report_lists_the_consequences_and_counts_them_as_violated()
     sig["consequences"] = [{"invariant": "capacity", "time_ms": -1, "message": "m"}]
     with pytest.raises(ReportError, match=r"signatures\[0\]\.consequences\[0\]\.time_ms: expected a non-negative"):
         check(report, "bad.json")
+
+
+GUEST = '''
+import threading
+from dst import sut
+from dst.reference import model as reference
+from dst.reference.protocol import Acquire
+
+
+def build(env):
+    system = reference.build(env)
+    handlers = system.service.handlers()
+
+    async def acquire(req):
+        threading.Thread(target=print).start()  # refused, and not caught: the run ends with it
+        return await handlers[Acquire](req)
+
+    system.service.handlers = lambda: {**handlers, Acquire: acquire}
+    return system
+
+
+model = sut.Model(build, options=reference.options)
+'''
+
+
+def test_a_refusal_that_ends_the_run_is_its_outcome_once_and_no_consequence_of_itself(tmp_path, monkeypatch):
+    (tmp_path / "refused_guest.py").write_text(GUEST)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run(scenario({"model": {"impl": "refused_guest:model"}}, ROW_LEFT[:1]), 1)
+    v = result.violation
+    assert result.outcome == MODEL_ERROR and "threading.Thread.start() called at" in v.message
+    assert result.consequences == ()
+    assert v.step == result.decided == len(result.raw_trace) and result.raw_trace[-1][2] == "error"

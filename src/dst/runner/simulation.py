@@ -475,18 +475,19 @@ class Simulation:
         kernel, scenario = self.kernel, self.scenario
         # Where the run stopped before the consequence window was: its first violation, or its end.
         stop = len(self.trace) if self.opened is None else self.opened
-        errors = [] if self.error is None else [self.error]
+        found, errors = self.found, [] if self.error is None else [self.error]
         swallowed = self.refusal
         stalled = self.watch.stalled
         if stalled is not None and self.error is None:
             swallowed = (self.watch.stalled_at, stop, ": ".join(stalled))  # caught, and went on
-        if swallowed is not None:
+        ended = found[0] if found else self.error  # what ended the run's course (before the window, the run)
+        if swallowed is not None and (found or ended is None or ended.time > swallowed[0]):
+            # A refusal the model caught and went on from is the model's error all the same, at its moment (unless
+            # it is the very error that ended the run).
             errors.insert(0, ViolationReport(MODEL_ERROR, *swallowed))
-        found = self.found
         violation: ViolationReport | None = None
         if errors and (not found or found[0].time > errors[0].time):
-            # The model's error came first (a refusal the model caught and went on from is one all the same, at
-            # its moment): it is the outcome, and what came after it its consequences.
+            # The model's error came first: it is the outcome, and what came after it its consequences.
             violation, consequences = errors[0], [*found, *errors[1:]]
         elif found:
             cause = cause_of([v.invariant for v in found])
