@@ -110,10 +110,16 @@ def test_the_service_reads_virtual_time_from_the_real_clock_functions():
     assert monotonic == pytest.approx(2.01, abs=0.01)
 
 
-def test_a_violation_raised_inside_a_handlers_task_ends_the_run():
+def test_a_violation_found_inside_a_handlers_task_is_noted_where_its_callback_returns():
     result = run(scripted("foreign", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"}]), 1)
-    assert result.violation is not None and result.violation.invariant == "no-foreign-release"
-    assert result.violation.during == "1.1.0"  # the request it was detected in
+    v = result.violation
+    assert v is not None and v.invariant == "no-foreign-release"
+    assert v.during == "1.1.0"  # the request it was detected in
+    # Noted where the handler's callback returned, its reply sent, as a violation raised there used to end the run:
+    # the trace up to it, and so its digest, is what it was before runs went on for their consequences.
+    assert [e[2] for e in result.trace[v.step - 2:v.step]] == ["recv", "reply"] and result.decided == v.step
+    # The run went on: the client got its answer, and the count that disagrees is a consequence.
+    assert result.jobs == {"ok": 1} and [c.invariant for c in result.consequences] == ["slot-accounting"]
 
 
 def test_state_left_between_runs_is_named_by_check_determinism(tmp_path, capsys):

@@ -15,6 +15,7 @@ from dst.cli import main
 from dst.explore.fuzz import Shard, Tally, campaign, seeds
 from dst.invariants import shape
 from dst.explore.selftest import bug_scenario, find_bug
+from dst.runner import run
 from dst.runner.swarm import swarm
 from dst.reference.bugs import CATALOGUE, KNOWN_BUGS
 
@@ -168,3 +169,11 @@ def test_a_report_whose_scenario_file_changed_says_so_where_the_command_goes_and
     assert main(["merge", str(report), "--json"]) == 1  # a report like this still merges
     assert main(["fuzz", "--scenario", "double-release", "--seeds", "1:9", "--workers", "1", "--no-findings"]) == 1
     assert "none: the scenario file changed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", [170, 173])
+def test_a_buggy_renewal_whose_lease_went_meanwhile_is_refused_not_a_crash_of_the_model(seed):
+    # renew-stale-stamp writes a round trip after its read: a release or a reap in between left nothing to update
+    # (the SortedList of expiries raised ValueError: a model error, where the bug's story has none).
+    result = run(swarm(bug_scenario("renew-stale-stamp"), seed), seed)
+    assert result.violation is None or result.violation.invariant != "model-error"

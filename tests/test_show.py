@@ -46,12 +46,18 @@ def test_each_lease_is_a_bar_in_its_holders_lane_from_its_grant():
     assert (l1.holder, l1.token, l1.seat, l1.limit) == ("c1", 1, 0, "db")
     assert l1.start == _time_of(result, "server", "reply", "granted L1 ")
     # Granted for the TTL (expiry=60.002s) and not renewed while c1 was paused: it lapses at its expiry. c1 wakes
-    # and renews it (the bug): the store's event opens another span, cut where the violation ended the run.
-    assert l1.spans == ((l1.start, 60_002), (62_002, 62_002)) and l1.renewals == (62_002,)
-    assert l1.ended == "held when the run ended"
+    # and renews it (the bug): the store's event opens another span, which the run, going on past the violation
+    # for its consequences, ends where c1 releases it.
+    released = _time_of(result, "server", "store", "L1 removed")
+    assert l1.spans == ((l1.start, 60_002), (62_002, released)) and l1.renewals == (62_002,)
+    assert result.violation.time == 62_002 < released and l1.ended == "removed"
     assert (l2.holder, l2.token) == ("c2", 2)
     assert l2.start == _time_of(result, "server", "reply", "granted L2 ")
-    assert l2.end == result.virtual_time and l2.ended == "held when the run ended"
+    assert (l2.end, l2.ended) == (_time_of(result, "server", "store", "L2 removed"), "removed")
+    # A lease still held when the run ended (a crashed holder's, never reclaimed) is drawn to the end.
+    stranded = _replayed(ROOT / "findings" / "008-slot-never-reclaimed-after-a-crash.toml")
+    (bar,) = lease_bars(stranded.raw_trace, stranded.virtual_time)
+    assert (bar.end, bar.ended) == (stranded.virtual_time, "held when the run ended")
 
 
 def test_the_servers_own_removals_are_drawn_and_end_a_lease_where_they_happened():
@@ -81,7 +87,12 @@ def test_each_claim_on_a_run_is_a_bar_in_its_workers_lane_from_its_delivery():
     assert (first.what, first.lease, first.holder, first.token) == ("claim", "run 11", "c2", 1)
     assert first.spans == ((delivered, redelivered),) and first.ended == "the run was delivered again"
     assert (second.holder, second.token, second.start) == ("c1", 2, redelivered)
-    assert second.end == result.virtual_time and second.ended == "held when the run ended"
+    # The run goes on past the violation (two executions), for its consequences: c1 completes the run.
+    assert second.ended == "completed" and result.violation.time < second.end < result.virtual_time
+    # A claim still held when the run ended is drawn to the end.
+    stuck = _replayed(ROOT / "findings" / "015-run-stuck-in-cancelling-after-a-client-restart.toml")
+    (held,) = [bar for bar in claim_bars(stuck.raw_trace, stuck.virtual_time) if bar.ended == "held when the run ended"]
+    assert held.end == stuck.virtual_time
     # A claim acked ends at the ack's answer, and its answered heartbeats are marked on it.
     runs = run(load_scenario("runs"), 3)
     acked = [bar for bar in claim_bars(runs.raw_trace, runs.virtual_time) if bar.ended == "completed"]

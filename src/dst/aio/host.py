@@ -374,14 +374,14 @@ def assemble(system: Any, kernel: Kernel, network: Network, trace: list[Event], 
              trips: RoundTrips, clients: list[str], job: Callable[[str, int, Any], Any], streams: Any,
              scenario: Any) -> tuple[Loop, Server, dict[str, Client]]:
     """The loop and the processes of an asyncio system, with the sandbox the run enters. The model's facts
-    (``facts``, its ``env.facts``) and the processes' hooks hold a violation for the loop to raise."""
+    (``facts``, its ``env.facts``) and the processes' hooks hold a violation until the running callback returns."""
     loop = Loop(kernel, streams.keyed("scheduling", "ready"), scheduler=scenario.run.scheduler,
                 on_error=lambda process, text, error: trace.append(
                     (kernel.now, process.name, "error", text if error is None else
                      f"{text} {type(error).__name__}: {error} at {where_raised(error)}")))
-    facts.hold(loop.stop_with)
+    facts.hold()
     deferring = FactsGate(ghost)
-    deferring.hold(loop.stop_with)
+    deferring.hold()
     server = Server(kernel, loop, network, trace, deferring, trips, system.server, system.reset)
     if system.observe:
         if system.leases is None or not hasattr(system.leases, "version"):

@@ -38,7 +38,7 @@ from random import Random
 from typing import Any, Callable, Coroutine, TypeVar
 
 from ..errors import ModelFault, Stalled
-from ..sim.kernel import Kernel, StopRun
+from ..sim.kernel import Kernel, Pause, StopRun
 from ..sim.rng import Keyed
 from ..sim.store import RANKS
 from .tasks import NumberedFuture, NumberedTask, name_of
@@ -244,7 +244,10 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         if process.settle is not None:
             process.settle()
         if self.stopping is not None:
-            raise self.stopping
+            stopping = self.stopping
+            if isinstance(stopping, Pause):
+                self.stopping = None  # the kernel stops for a moment; the run goes on
+            raise stopping
 
     def thaw(self, process: Process) -> None:
         """A paused process resumes: what fell due while it was frozen runs now, in the order it fell due."""
@@ -411,8 +414,9 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
             self.default_exception_handler(context)
 
     def stop_with(self, error: BaseException) -> None:
-        """End the run with ``error`` once the running callback returns (the first one stands)."""
-        if self.stopping is None:
+        """End the run with ``error`` once the running callback returns (the first one stands; an error that
+        ends the run stands over a :class:`~dst.sim.kernel.Pause`, which only stops the kernel for a moment)."""
+        if self.stopping is None or isinstance(self.stopping, Pause):
             self.stopping = error
 
     def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:

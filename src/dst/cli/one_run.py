@@ -17,7 +17,7 @@ from ..runner.swarm import swarm
 from ..findings import FindingError, ready
 from ..runner import RunResult, run
 from ..scenario import Scenario
-from ..sim.trace import Event, first_difference, format_event
+from ..sim.trace import Event, digest, first_difference, format_event
 from ..present.terminal import lane_order
 from ..text import one_line
 from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, exit_code, reproduce_flags, scenario_from
@@ -73,7 +73,7 @@ def _replay_here(scenario: Scenario, seed: int, result: RunResult) -> str | None
     """Run the same seed again in this process: what a run leaves behind (a module global, a singleton the
     model's build or restart does not reset) shows as a divergence here."""
     again = run(scenario, seed)
-    if again.digest == result.digest:
+    if digest(again.raw_trace) == digest(result.raw_trace):  # the whole trace: the consequences after the outcome too
         return None
     return _divergence("a second run in the same process", list(result.trace), list(again.trace),
                        " (state kept between runs: a module global or singleton the model does not reset)")
@@ -100,10 +100,10 @@ def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None
     if done.returncode not in (EXIT_OK, EXIT_VIOLATION):
         lines = done.stderr.strip().splitlines()
         return f"the second run failed: {lines[-1] if lines else done.returncode}"
-    other = json.loads(done.stdout)
-    if other["trace_digest"] == result.digest:
+    other = [tuple(e) for e in json.loads(done.stdout)["trace"]]
+    if other == list(result.trace):  # the whole trace: the consequences after the outcome too
         return None
-    return _divergence("a fresh process", list(result.trace), [tuple(e) for e in other["trace"]])
+    return _divergence("a fresh process", list(result.trace), other)
 
 
 # --- dst shrink -----------------------------------------------------------------------------------
@@ -123,17 +123,20 @@ def dst_shrink(args: argparse.Namespace) -> int:
     assert v is not None  # a shrunk run violates its invariant by construction
     summary = {"path": str(recorded.path), "new": recorded.written, "invariant": v.invariant, "message": v.message,
                "steps_before": shrunk.steps_before, "steps_after": shrunk.steps_after, "runs": shrunk.runs,
-               "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value}
+               "seconds": round(shrunk.seconds, 2), "stop": shrunk.stop.value,
+               "consequences": [{"invariant": c.invariant, "time_ms": c.time, "message": c.message}
+                                for c in shrunk.result.consequences]}
     if args.verbose:
         summary["passes"] = [{"pass": p.name, "tried": p.tried, "kept": p.kept, "seconds": round(p.seconds, 3)}
                              for p in shrunk.passes]
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        from ..present.terminal import plain
+        from ..present.terminal import plain, render_consequences
 
         console = rich_console()
         console.print(plain((v.invariant, "bold red"), f": {v.message}"))
+        render_consequences(console, shrunk.result)
         console.print(f"minimized {shrunk.steps_before} steps to {shrunk.steps_after} in {shrunk.runs} runs, "
                       f"{shrunk.seconds:.1f}s ({shrunk.stop.value})")
         for step in shrunk.scenario.steps or ():
@@ -151,7 +154,7 @@ def dst_shrink(args: argparse.Namespace) -> int:
 
 def dst_replay(args: argparse.Namespace) -> int:
     from ..findings import REPRODUCES, read, replay
-    from ..present.terminal import plain, render_timeline
+    from ..present.terminal import plain, render_consequences, render_timeline
 
     console = rich_console()
     verdicts: list[dict[str, Any]] = []
@@ -165,7 +168,9 @@ def dst_replay(args: argparse.Namespace) -> int:
             continue
         outcome = replay(finding)
         entry = {"file": name, "status": outcome.status, "invariant": finding.invariant,
-                 "first_difference": outcome.first_difference, "explanation": outcome.explain()}
+                 "first_difference": outcome.first_difference, "explanation": outcome.explain(),
+                 "consequences": [{"invariant": c.invariant, "time_ms": c.time, "message": c.message}
+                                  for c in outcome.result.consequences]}
         event = outcome.differing_event
         if event is not None:
             entry["differing_event"] = format_event(event)
@@ -175,6 +180,7 @@ def dst_replay(args: argparse.Namespace) -> int:
         if not args.quiet:
             console.rule(plain(name))
             render_timeline(console, outcome.result, _replay_events(args, outcome.result))
+            render_consequences(console, outcome.result)
         style = "bold green" if outcome.status == REPRODUCES else "bold red"
         console.print(plain((f"{name}: {outcome.explain()}", style)))
         if event is not None:

@@ -69,5 +69,6 @@ def never_reached(coverage: dict[str, Any], violated: Iterable[str] = ()) -> lis
 
 
 def violated(report: Any) -> set[str]:
-    """The invariants a campaign's report (or result's signatures) shows violated."""
-    return {g["invariant"] for g in report["signatures"]}
+    """The invariants a campaign's report shows violated: its signatures', and their consequences'."""
+    return {g["invariant"] for g in report["signatures"]} | {
+        c["invariant"] for g in report["signatures"] for c in g.get("consequences", ())}

@@ -22,6 +22,7 @@ from ..invariants import shape
 from ..invariants.situations import catalogue
 from ..runner import Cut, RunResult, on_model, run
 from ..scenario import Scenario
+from ..sim.trace import format_time
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
 from .steer import Steering
@@ -48,6 +49,8 @@ class Outcome:
     fired: tuple[tuple[str, int], ...] = ()
     reached: tuple[tuple[str, int], ...] = ()
     cases: tuple[tuple[str, int], ...] = ()
+    # The violation's consequences (RunResult.consequences), as (invariant, time, message).
+    consequences: tuple[tuple[str, int, str], ...] = ()
     arm: int = 0  # which of the campaign's scenarios it ran (an index into them)
 
     @property
@@ -98,7 +101,8 @@ def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | N
     return Outcome(seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
                    None if v is None else v.time, None if unjudged is None else (unjudged.kind, unjudged.why),
                    checked=result.invariants, fired=tuple(result.fired.items()),
-                   reached=tuple(result.situations.items()), cases=tuple(result.cases.items()), arm=arm)
+                   reached=tuple(result.situations.items()), cases=tuple(result.cases.items()),
+                   consequences=tuple((c.invariant, c.time, c.message) for c in result.consequences), arm=arm)
 
 
 def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[tuple[int, int]], use_swarm: bool,
@@ -242,6 +246,7 @@ class Tally:
     checked: set[str] = attrs.Factory(set)  # invariant ids any run checked
     coverage: Coverage = attrs.Factory(Coverage)
     arms: Counter[int] = attrs.Factory(Counter)  # seeds each of the campaign's scenarios ran
+    broken: set[str] = attrs.Factory(set)  # invariant ids some run violated: as its cause, or a consequence
 
     def add(self, outcome: Outcome) -> _Tallied | None:
         """Count an outcome; returns its group when it is a violation with a new signature."""
@@ -257,6 +262,7 @@ class Tally:
         signature = outcome.signature
         if signature is None:
             return None
+        self.broken.update([outcome.invariant or "", *(c[0] for c in outcome.consequences)])
         if outcome.invariant == MODEL_ERROR:
             self.model_errors += 1
         else:
@@ -329,8 +335,9 @@ class FuzzResult:
                  + (f", in {count} signature{'' if count == 1 else 's'}:" if count else "")]
         for group in self.signatures:
             shown = ", ".join(map(str, group.seeds[:SEEDS_SHOWN])) + (", ..." if group.count > SEEDS_SHOWN else "")
+            then = ", ".join(f"{c[0]} at t={format_time(c[1])}" for c in group.first.consequences)
             lines += [f"  {group.key}", f"    {group.count:,} seed{'' if group.count == 1 else 's'}: {shown}",
-                      f"    first: {group.first.message}",
+                      f"    first: {group.first.message}", *([f"    its consequences: {then}"] if then else []),
                       f"    run it again: {group.reproduce or 'group.run() (no command line runs it)'}"]
         for group in self.unjudged:
             lines.append(f"  {group.count:,} unjudged ({group.key}), first seed {group.first.seed}: "
@@ -420,6 +427,6 @@ def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stop
         signatures=tuple(group(key, t) for key, t in sorted(tally.groups.items(), key=lambda kt: kt[1].first.seed)),
         unjudged=tuple(group(kind, t) for kind, t in sorted(tally.unjudged.items())),
         invariants=tuple(sorted(tally.checked)),
-        coverage=coverage, never_reached=tuple(never_reached(coverage, {t.invariant for t in tally.groups.values()})),
+        coverage=coverage, never_reached=tuple(never_reached(coverage, tally.broken)),
         stopped=stopped, wall_seconds=round(wall, 3),
     )

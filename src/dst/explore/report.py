@@ -132,6 +132,14 @@ class SeedRange(TypedDict):
     shards_missing: NotRequired[_Seeds]  # a merge of some of the shards: the ones it lacks (said only then)
 
 
+class Consequence(TypedDict):
+    """One entry of a signature's ``consequences``: another invariant its first seed violated, the first time."""
+
+    invariant: _Text
+    time_ms: _Count
+    message: _Text
+
+
 class Signature(TypedDict):
     """One entry of ``signatures``: the violations that share a signature (invariant and message's shape)."""
 
@@ -142,6 +150,8 @@ class Signature(TypedDict):
     first_seed: _Count
     message: Annotated[str | None, _Holds(_or_null(_text), "a string or null")]
     time_ms: Annotated[int | None, _Holds(_or_null(_count), "an integer or null")]
+    # What else the first seed violated (RunResult.consequences); absent from reports older than them: none.
+    consequences: NotRequired[list[Consequence]]
     reproduce: _Text  # the dst run command of the first seed, or NO_COMMAND
 
 
@@ -196,7 +206,7 @@ class Report(TypedDict):
 
 
 # The key that names each entry of a list: a report lists each once (dst merge joins by it).
-ENTRY_KEY = {"signatures": "signature", "unjudged": "kind", "findings": "signature"}
+ENTRY_KEY = {"signatures": "signature", "unjudged": "kind", "findings": "signature", "consequences": "invariant"}
 
 
 # --- building one -----------------------------------------------------------------------------------
@@ -224,7 +234,10 @@ def build(result: FuzzResult, scenarios: Sequence[Scenario], *, first: int, stop
         "invariants": list(result.invariants),
         "signatures": [{"invariant": g.first.invariant or "", "signature": g.key, "count": g.count,
                         "seeds": list(g.seeds[:SEEDS_SHOWN]), "first_seed": g.first.seed, "message": g.first.message,
-                        "time_ms": g.first.time, "reproduce": g.reproduce or NO_COMMAND}
+                        "time_ms": g.first.time,
+                        "consequences": [{"invariant": invariant, "time_ms": time, "message": message}
+                                         for invariant, time, message in g.first.consequences],
+                        "reproduce": g.reproduce or NO_COMMAND}
                        for g in result.signatures],
         "unjudged": [{"kind": g.key, "count": g.count, "seeds": list(g.seeds[:SEEDS_SHOWN]), "first_seed": g.first.seed,
                       "why": g.first.unjudged[1] if g.first.unjudged else "", "reproduce": g.reproduce or NO_COMMAND}

@@ -95,8 +95,9 @@ def write(finding: Finding, directory: Path) -> tuple[Path, bool]:
         while True:
             with staged(directory, render(finding, number).encode(), prefix=".finding-") as temp:
                 again = read(temp)
-                assert (again.digest, again.invariant, again.scenario.steps) == \
-                    (finding.digest, finding.invariant, finding.scenario.steps), "a finding did not read back as written"
+                assert (again.digest, again.invariant, again.scenario.steps, again.consequences) == \
+                    (finding.digest, finding.invariant, finding.scenario.steps, finding.consequences), \
+                    "a finding did not read back as written"
                 target = directory / f"{number:03d}-{finding.title}.toml"
                 try:
                     os.link(temp, target)  # fails rather than overwrite

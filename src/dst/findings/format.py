@@ -2,8 +2,8 @@
 
 A finding is a scenario file with a ``[finding]`` table: the complete scenario (every key
 written out), its minimized plan as a readable ``steps`` list a person can edit, and what
-the run is expected to do (the violated invariant, its message, the trace digest). So
-``dst run --scenario findings/007-....toml --seed N`` runs it too.
+the run is expected to do (the violated invariant, its message, its consequences, the trace
+digest). So ``dst run --scenario findings/007-....toml --seed N`` runs it too.
 """
 
 from __future__ import annotations
@@ -34,6 +34,16 @@ class FindingError(UserError):
 
 
 @attrs.frozen
+class Consequence:
+    """Another invariant the finding's run violated after its first violation (each the first time): what
+    followed from the cause. A finding records them; a replay compares only the cause."""
+
+    invariant: str
+    time: int
+    message: str
+
+
+@attrs.frozen
 class Finding:
     scenario: Scenario  # with its steps
     seed: int
@@ -48,6 +58,7 @@ class Finding:
     minimizer: dict[str, Any] = attrs.field(factory=dict)
     dst_version: str = __version__
     path: Path | None = None
+    consequences: tuple[Consequence, ...] | None = None  # None: written before consequences were recorded
 
     @property
     def known_bug(self) -> bool:
@@ -110,9 +121,11 @@ def render(finding: Finding, number: int) -> str:
     """The finding as TOML: a header, the scenario's top-level keys and steps, [finding], the sections."""
     doc = scenario_to_doc(finding.scenario)
     replay = f"dst replay findings/{number:03d}-{finding.title}.toml"
+    then = ", ".join(f"{c.invariant} at t={format_time(c.time)}" for c in finding.consequences or ())
     out = [
         f"# dst finding {number:03d}: {finding.title}",
         f"# {finding.invariant} at t={format_time(finding.time)}: {finding.message}",
+        *([f"# its consequences: {then}"] if then else []),
         f"# replay:  {replay}",
         "# The steps below are the minimized run; edit them freely (a step's id keys its random draws).",
         "",
@@ -128,6 +141,9 @@ def render(finding: Finding, number: int) -> str:
         "trace_digest": finding.digest, "replay": replay, "origin": finding.origin, "minimizer": finding.minimizer,
     }
     out += ["", "[finding]"] + [f"{k} = {toml_value(v)}" for k, v in meta.items()]
+    rows = [{"invariant": c.invariant, "time": format_time(c.time), "message": c.message}
+            for c in finding.consequences or ()]
+    out.append("consequences = " + ("[\n" + "".join(f"  {toml_value(row)},\n" for row in rows) + "]" if rows else "[]"))
     out.append(f"fingerprints = {_lines(finding.fingerprints)}")
     for section, values in doc.items():
         out += ["", f"[{section}]"] + [f"{toml_key(k)} = {toml_value(v)}" for k, v in values.items()]
@@ -180,11 +196,40 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
                            f"{MODEL_ERROR!r}, "
                            f"got {shorten(invariant)}")
     origin, minimizer = meta.get("origin", {}), meta.get("minimizer", {})
+    consequences = _consequences(meta["consequences"], scenario, at) if "consequences" in meta else None
     return Finding(
         scenario=scenario, seed=seed, invariant=invariant, message=need("message", str, "the violation's message"),
         time=time, signature=need("signature", str, "a signature string"),
         digest=need("trace_digest", str, "the trace digest"), fingerprints=tuple(prints),
         title=path.stem.split("-", 1)[-1], origin=origin if isinstance(origin, dict) else {},
         minimizer=minimizer if isinstance(minimizer, dict) else {},
-        dst_version=str(meta.get("dst_version", "")), path=path,
+        dst_version=str(meta.get("dst_version", "")), path=path, consequences=consequences,
     )
+
+
+def _consequences(rows: Any, scenario: Scenario, at: str) -> tuple[Consequence, ...]:
+    """``finding.consequences``: a list of { invariant, time, message } tables (absent from a finding written before
+    they were recorded: none)."""
+    shape = "a list of tables such as { invariant = '<its id>', time = '1.2s', message = '<its message>' }"
+    if not isinstance(rows, list):
+        raise FindingError(f"{at}: finding.consequences: expected {shape}, got {shorten(rows)}")
+    out = []
+    for i, row in enumerate(rows):
+        key = f"finding.consequences[{i}]"
+        if not isinstance(row, dict):
+            raise FindingError(f"{at}: {key}: expected a table such as {{ invariant = '<its id>', time = '1.2s', "
+                               f"message = '<its message>' }}, got {shorten(row)}")
+        invariant, time, message = row.get("invariant"), row.get("time"), row.get("message")
+        if invariant not in scenario.invariants and invariant != MODEL_ERROR:
+            raise FindingError(f"{at}: {key}.invariant: expected one of the scenario's invariants or "
+                               f"{MODEL_ERROR!r}, got {shorten(invariant)}")
+        if not isinstance(time, str):
+            raise FindingError(f"{at}: {key}.time: expected a time such as '44.637s', got {shorten(time)}")
+        try:
+            ms = parse_duration(time)
+        except ValueError as e:
+            raise FindingError(f"{at}: {key}.time: {e}") from None
+        if not isinstance(message, str):
+            raise FindingError(f"{at}: {key}.message: expected the violation's message, got {shorten(message)}")
+        out.append(Consequence(str(invariant), ms, message))
+    return tuple(out)

@@ -12,7 +12,7 @@ from ..invariants import shape
 from ..runner import RunResult, run
 from ..scenario import scripted
 from .folder import write
-from .format import Finding, fingerprints, signature, title
+from .format import Consequence, Finding, fingerprints, signature, title
 
 
 def finding_of(result: RunResult, origin: dict[str, Any], minimizer: dict[str, Any] | None = None) -> Finding:
@@ -22,11 +22,13 @@ def finding_of(result: RunResult, origin: dict[str, Any], minimizer: dict[str, A
     if v is None:
         raise ValueError("only the result of a run that violated an invariant is a finding")
     scenario = ran if ran.steps == result.plan else attrs.evolve(ran, steps=result.plan)
+    led = result.decided_trace  # what the digest covers: the trace up to the outcome
     return Finding(
         scenario=scenario, seed=result.seed, invariant=v.invariant, message=v.message, time=v.time,
         signature=signature(scenario.model.impl, scenario.bugs, v.invariant, shape(v.message)), digest=result.digest,
-        fingerprints=fingerprints(result.raw_trace), title=title(v.invariant, v.message, scenario, result.raw_trace),
+        fingerprints=fingerprints(led), title=title(v.invariant, v.message, scenario, led),
         origin=origin, minimizer=minimizer or {},
+        consequences=tuple(Consequence(c.invariant, c.time, c.message) for c in result.consequences),
     )
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from . import leases  # noqa: F401, I001
 from . import runs  # noqa: F401
 from . import fencing  # noqa: F401
-from .base import INVARIANTS, Invariant, Violation, invariant, shape
-from .books import HOOKS, ServerWatch
+from .base import CAUSE, INVARIANTS, SYMPTOM, Invariant, cause_of, invariant, shape
+from .books import HOOKS, ServerWatch, Violation
 from .ghost import Ghost
 from .situations import SITUATIONS, Situation
 
@@ -19,5 +19,5 @@ INVARIANT_IDS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS)
 RUN_INVARIANTS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS if unit.parts == frozenset({"runs"}))
 BY_ID: dict[str, type[Invariant]] = {unit.id: unit for unit in INVARIANTS}
 
-__all__ = ["BY_ID", "HOOKS", "INVARIANTS", "INVARIANT_IDS", "RUN_INVARIANTS", "Ghost", "Invariant", "ServerWatch",
-           "SITUATIONS", "Situation", "Violation", "invariant", "shape"]
+__all__ = ["BY_ID", "CAUSE", "HOOKS", "INVARIANTS", "INVARIANT_IDS", "RUN_INVARIANTS", "SYMPTOM", "Ghost", "Invariant",
+           "ServerWatch", "SITUATIONS", "Situation", "Violation", "cause_of", "invariant", "shape"]

@@ -2,28 +2,18 @@
 
 An invariant is one class, registered with :func:`invariant`: its ``id`` (stable: it appears in
 output, JSON and finding files), a ``title`` (the words a finding file is named with), a
-``statement``, the ``parts`` of a model it needs (``leases``, ``runs``), and a method for each
-hook it watches. The ghost calls only the units that define a hook, so a fact nobody watches
-costs nothing more than the ghost's own bookkeeping (Trio's instruments, dispatched the same way).
+``statement``, the ``parts`` of a model it needs (``leases``, ``runs``), what its violation
+``names`` (a cause or a symptom) and ``because`` of what, and a method for each hook it watches.
+The ghost calls only the units that define a hook, so a fact nobody watches costs nothing more
+than the ghost's own bookkeeping (Trio's instruments, dispatched the same way).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
-from ..sim.kernel import StopRun
 from .books import HOOKS, Books
-
-
-class Violation(StopRun):
-    """An invariant failed: ``invariant`` is its stable id, ``message`` the one line of values."""
-
-    def __init__(self, invariant: str, time: int, message: str) -> None:
-        super().__init__(f"{invariant}: {message}")
-        self.invariant = invariant
-        self.time = time
-        self.message = message
 
 
 class Unit:
@@ -41,18 +31,30 @@ class Unit:
         return tuple(hook for hook in HOOKS if callable(getattr(cls, hook, None)))
 
 
+# What a violation of an invariant names: the wrong act itself, or a state that many wrong acts lead to.
+CAUSE, SYMPTOM = "cause", "symptom"
+
+
 class Invariant(Unit):
     title: ClassVar[str]  # what a violation looks like, as words of a finding's file name
     # The dst.sut.Bounds field a case of it may take to settle (a reclaim, a redelivery): the quiet period a
     # run ends with must outlast it, or a correct model is accused; "" for a check that needs no quiet period.
     settles_within: ClassVar[str] = ""
+    # The ranking of causes and symptoms (docs/findings.md, "Cause and consequences"): CAUSE if it is checked at
+    # the wrong act itself (a release that gives back another holder's slot), SYMPTOM if it sees a state that
+    # several wrong acts lead to (more holders than the limit). A run whose first violation is a symptom
+    # reports the first cause violated after it, within the consequence window (:func:`cause_of`).
+    names: ClassVar[str]
+    because: ClassVar[str]  # why it is one or the other, in a few words
 
     def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
         self.checks = 0
 
     def fail(self, message: str) -> None:
-        raise Violation(self.id, self.g.kernel.now, message)
+        """Report a violation: the ghost raises it, or, in a run, notes it and goes on (:meth:`Books.failed`).
+        Code after a failure runs on: only the first failure of an invariant counts."""
+        self.g.failed(self, message)
 
     @classmethod
     def titled(cls, message: str) -> str:
@@ -76,8 +78,20 @@ def register(cls: type[Unit], registry: list[Any], *, allowed: tuple[str, ...] =
 
 def invariant(cls: type[Invariant]) -> type[Invariant]:
     """Register an invariant unit (a class decorator)."""
+    assert getattr(cls, "names", None) in (CAUSE, SYMPTOM) and getattr(cls, "because", None), \
+        f"{cls.__name__}: say what its violation names: names = CAUSE or SYMPTOM, and why (because = ...)"
     register(cls, INVARIANTS, allowed=("titled",))
     return cls
+
+
+def cause_of(found: Sequence[str]) -> int:
+    """Which of a run's violations (invariant ids, in the order they were found) the run reports: the first,
+    unless it is a symptom and a cause follows it; then the first cause. A later violation never replaces a
+    cause, and never a symptom with a symptom: it is a consequence."""
+    names = {unit.id: unit.names for unit in INVARIANTS}
+    if not found or names.get(found[0]) != SYMPTOM:
+        return 0
+    return next((i for i, invariant in enumerate(found) if names.get(invariant) == CAUSE), 0)
 
 
 def shape(message: str) -> str:

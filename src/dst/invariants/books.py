@@ -14,7 +14,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import Any, Callable
 
-from ..sim.kernel import Kernel
+from ..sim.kernel import Kernel, StopRun
 from ..sut import Bounds, Cancel, LeaseView, RunView
 
 # The hooks a unit may define, and what they are called with:
@@ -41,6 +41,16 @@ HOOKS = (
     "server_down",            # (): the server went down (a restart) or froze (a pause)
     "claimed",                # (run, token): a run was delivered under a new claim
 )
+
+
+class Violation(StopRun):
+    """An invariant failed: ``invariant`` is its stable id, ``message`` the one line of values."""
+
+    def __init__(self, invariant: str, time: int, message: str) -> None:
+        super().__init__(f"{invariant}: {message}")
+        self.invariant = invariant
+        self.time = time
+        self.message = message
 
 
 class ServerWatch:
@@ -89,6 +99,11 @@ class Books:
         self.bounds = Bounds()
         self.server = ServerWatch(kernel)
         self.model_reached: dict[str, int] = {}
+        # A run's: takes the first failure of each invariant (its id, its message), and the run goes on. Unset, a
+        # failure raises Violation (the books checked alone, as a test does).
+        self.recorder: Callable[[str, str], None] | None = None
+        self.violated: list[str] = []  # the invariants the recorder was given, in order
+        self.holding = 0  # calls under way through a held gate (the asyncio mode's: see ghost.FactsGate)
         self._watchers: dict[str, tuple[Callable[..., None], ...]] = {hook: () for hook in HOOKS}
         self._bind()
 
@@ -128,6 +143,20 @@ class Books:
         self._work_started = w["work_started"]
         self._work_stopped = w["work_stopped"]
         self._removed = w["removed_while_working"]
+
+    def failed(self, unit: Any, message: str) -> None:
+        """An invariant unit failed. Its first failure goes to the recorder, and the unit is asked nothing more:
+        the facts that follow are the model's own, unchanged by a check, and a state that keeps failing costs
+        nothing more to check."""
+        if self.recorder is None:
+            raise Violation(unit.id, self.kernel.now, message)
+        if unit.id in self.violated:
+            return  # again, in a dispatch already under way when it first failed
+        self.violated.append(unit.id)
+        self._watchers = {hook: tuple(w for w in watchers if getattr(w, "__self__", None) is not unit)
+                          for hook, watchers in self._watchers.items()}
+        self._bind()
+        self.recorder(unit.id, message)
 
     def reached(self, situation: str) -> None:
         """A situation the model declares came up (``dst.sut.Facts``)."""

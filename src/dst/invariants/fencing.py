@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Invariant, invariant
+from .base import CAUSE, SYMPTOM, Invariant, invariant
 from .leases import LEASES
 
 
@@ -17,6 +17,8 @@ class UniqueTokens(Invariant):
     statement = ("a fencing token is handed to at most one lease, and the tokens handed out for one target "
                  "(a seat) grow strictly: a lease id or a counter that restarts is not a token")
     parts = LEASES
+    names = CAUSE
+    because = "checked at the grant that hands a token out again"
 
     def __init__(self, ghost: Any) -> None:
         super().__init__(ghost)
@@ -38,6 +40,9 @@ class ExclusiveSeats(Invariant):
     title = "two-leases-on-one-seat"
     statement = "no two leases the authority recognises hold one target (a seat its fence guards)"
     parts = LEASES
+    names = SYMPTOM
+    because = ("two recognised leases on one seat is where a renewal of an expired lease and a disagreement on expiry "
+               "both end")
 
     def lease_stored(self, lease: int, token: int, target: str) -> None:
         self._alone(lease, target)
@@ -64,6 +69,9 @@ class WriteProgress(Invariant):
     statement = ("the resource accepts a write from a holder whose lease the authority recognises, made with the "
                  "newest token handed out for its target: work done under a current lease is not lost")
     parts = LEASES
+    names = CAUSE
+    because = ("checked as the resource refuses the write: refusing the newest token of a current lease is the "
+               "fence's own slip")
 
     def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
         self.checks += 1

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from ..sim.kernel import StopRun
 from ..sut import Bounds, LeaseView, RunView
 from .base import INVARIANTS, WATCHES, Invariant, Unit
 from .books import HOOKS, Books
@@ -12,7 +11,8 @@ from .situations import SITUATIONS, Situation
 
 
 class Ghost(Books):
-    """The books, and the units that check them; raises :class:`~dst.invariants.Violation`."""
+    """The books, and the units that check them; a failure raises :class:`~dst.invariants.Violation`, or goes to
+    the run's ``recorder``."""
 
     units: tuple[Invariant, ...] = ()
     situations: tuple[Situation, ...] = ()
@@ -49,32 +49,32 @@ class Ghost(Books):
 class FactsGate:
     """``env.facts``: the ghost's hooks as a model calls them, looked up once per name.
 
-    A violation ends the run by raising out of the hook. Under the asyncio mode that would be raised inside a
-    task, where asyncio catches it and hands it to the service's own code (an ASGI app answers 500 and goes
-    on); there the gate :meth:`hold` s it instead, passing it to the loop, which raises it once the callback
-    returns. Until then the hooks are the ghost's own methods: nothing is added to the coroutine seam's path."""
+    A run notes a violation where it is found and goes on (see :meth:`Books.failed`). Under the asyncio mode it
+    notes one found inside a callback where that callback returns, as a violation raised there used to end the
+    run (asyncio would have caught it in a task), so the traces recorded then keep their digests: a gate that
+    :meth:`hold` s counts the calls under way through it in ``ghost.holding``, for the run to tell. Until then
+    the hooks are the ghost's own methods: nothing is added to the coroutine seam's path."""
 
     def __init__(self, ghost: Ghost) -> None:
         self._ghost = ghost
-        self._held: Callable[[BaseException], None] | None = None
+        self._holds = False
 
-    def hold(self, stop_with: Callable[[BaseException], None]) -> None:
+    def hold(self) -> None:
         for name in [n for n in vars(self) if not n.startswith("_")]:
-            delattr(self, name)  # looked up before: look again, gated
-        self._held = stop_with
+            delattr(self, name)  # looked up before: look again, counted
+        self._holds = True
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._ghost, name)
-        held = self._held
-        if held is not None and callable(attr):
-            hook = attr
+        if self._holds and callable(attr):
+            hook, ghost = attr, self._ghost
 
             def attr(*args: Any, **kwargs: Any) -> Any:
+                ghost.holding += 1
                 try:
                     return hook(*args, **kwargs)
-                except StopRun as stop:
-                    held(stop)
-                    return None
+                finally:
+                    ghost.holding -= 1
 
         setattr(self, name, attr)
         return attr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Invariant, invariant
+from .base import CAUSE, SYMPTOM, Invariant, invariant
 
 LEASES = frozenset({"leases"})
 
@@ -15,6 +15,9 @@ class SlotAccounting(Invariant):
     title = "count-disagrees-with-live-leases"
     statement = "each limit's stored count equals the slots owned by the leases the authority still has"
     parts = LEASES
+    names = CAUSE
+    because = ("checked at the step that changed a count: a count its leases' slots do not add up to is the "
+               "bookkeeping slip itself (a double count, a lost lease)")
 
     def limit_changed(self, limit: str) -> None:
         self.checks += 1
@@ -29,6 +32,8 @@ class Capacity(Invariant):
     title = "more-holders-than-the-limit"
     statement = "the slots owned by leases the authority recognises (stored and unexpired) never exceed the limit"
     parts = LEASES
+    names = SYMPTOM
+    because = "too many holders is where a slot given away, a double count and a stale check all end"
 
     def limit_changed(self, limit: str) -> None:
         self.checks += 1
@@ -46,6 +51,8 @@ class NoForeignRelease(Invariant):
     title = "release-frees-another-holders-slot"
     statement = "a release or reap gives back only slots owned by the lease it names"
     parts = LEASES
+    names = CAUSE
+    because = "checked at the release or reap itself: giving back slots its lease does not own is the slip"
 
     def foreign_release(self, lease: int | None, limit: str, n: int, owned: int) -> None:
         self.checks += 1
@@ -62,6 +69,8 @@ class FencedWrites(Invariant):
     statement = ("the resource never accepts a token below one it accepted on that target (nor, when its contract "
                  "asks for current validity, a write from a lease the authority no longer recognises)")
     parts = LEASES
+    names = CAUSE
+    because = "checked as the resource accepts the write: taking a stale token is the fence's own slip"
 
     def __init__(self, ghost: Any) -> None:
         super().__init__(ghost)
@@ -86,6 +95,9 @@ class SingleExecutor(Invariant):
     statement = ("a client works only while the authority recognises its lease (or claim), so no more clients work "
                  "on a limit than it allows, and never two on one run")
     parts = frozenset({"leases", "runs"})
+    names = SYMPTOM
+    because = ("work without a current lease or claim is where a lost renewal, a lease reaped or given away and a "
+               "claim handed out again all end")
 
     @classmethod
     def titled(cls, message: str) -> str:
@@ -138,6 +150,9 @@ class StrandedSlot(Invariant):
     statement = ("a dead holder's lease is reclaimed within TTL + reaper interval; once the workload drains and the "
                  "quiet period passes, every count is 0 and no lease is left")
     parts = LEASES
+    names = SYMPTOM
+    because = ("a slot left held is where a lost lease, a count off by one and an immortal TTL all end, long after "
+               "the slip")
 
     def client_died(self, client: str, held: list[int]) -> None:
         if held:
@@ -178,6 +193,8 @@ class ExpiryOnlyForward(Invariant):
     statement = ("a lease's expiry, as the authority stores it, never moves backwards while the lease lives: a "
                  "renewal only extends it (a holder that renewed may count on the later one)")
     parts = LEASES
+    names = CAUSE
+    because = "checked at the renewal that moved the expiry back"
 
     def lease_renewed(self, lease: int) -> None:
         self.checks += 1

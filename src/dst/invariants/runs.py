@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Invariant, invariant
+from .base import CAUSE, SYMPTOM, Invariant, invariant
 
 RUNS = frozenset({"runs"})
 TERMINAL = ("COMPLETED", "CANCELLED")
@@ -18,6 +18,8 @@ class BoundedTransition(Invariant):
     statement = ("a run in CANCELLING reaches a terminal state within its deadline + the sweep interval (a full "
                  "window again after any downtime)")
     parts = RUNS
+    names = SYMPTOM
+    because = "a run stuck in CANCELLING is where a lost deadline and a dead worker end, long after the slip"
 
     def run_state(self, run: int, state: str) -> None:
         if state == "CANCELLING":
@@ -43,6 +45,8 @@ class AtLeastOnce(Invariant):
     settles_within = "redeliver_within"
     statement = "every run that was not cancelled is acknowledged (checked after the quiet period)"
     parts = RUNS
+    names = SYMPTOM
+    because = "a run never acknowledged is where a lost delivery and a lost ack end, seen only after the quiet period"
 
     def quiet_period_over(self, served_until: int | None, busy: frozenset[str]) -> None:
         if served_until is None:
@@ -65,6 +69,8 @@ class CancelledNeverStarts(Invariant):
     title = "cancelled-run-starts"
     statement = "work cancelled before it was created (or started) never starts"
     parts = RUNS
+    names = CAUSE
+    because = "checked as the cancelled work starts: it was handed out though it was cancelled (a forgotten cancel)"
 
     def __init__(self, ghost: Any) -> None:
         super().__init__(ghost)
@@ -88,6 +94,8 @@ class OwnerOnlyUpdate(Invariant):
     title = "former-owner-overwrites-successor"
     statement = "an ack or terminal write is accepted only from the run's current claim"
     parts = RUNS
+    names = CAUSE
+    because = "checked at the accepted update itself: taking a former owner's ack is the slip"
 
     def update_accepted(self, run: int, token: int, what: str) -> None:
         self.checks += 1

@@ -11,7 +11,7 @@ A model can declare situations of its own (``Model.situations``) and report them
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable
 
 from ..sut import Situation as Declared
 from .base import Unit, register
@@ -195,10 +195,10 @@ def catalogue(declared_by_model: tuple[Declared, ...] = ()) -> tuple[Declared, .
 
 
 def cases_met(reached: dict[str, int], situations: tuple[Declared, ...], invariants: tuple[str, ...],
-              violated: Any = None) -> dict[str, int]:
+              violated: Iterable[str] = ()) -> dict[str, int]:
     """How many times each invariant a run checked met a case it exists for: the times a situation that
     tests it came up (an invariant checks after every step, so a case that came up was checked), and at least
-    once for the invariant the run violated (``violated``: its violation, if any): it met its case there."""
+    once for each invariant the run ``violated`` (its cause and its consequences): it met its case there."""
     checked = set(invariants)
     met = dict.fromkeys(invariants, 0)
     for s in situations:
@@ -207,7 +207,7 @@ def cases_met(reached: dict[str, int], situations: tuple[Declared, ...], invaria
             for invariant in s.tests:
                 if invariant in checked:
                     met[invariant] += n
-    broken = getattr(violated, "invariant", None)
-    if broken in met and not met[broken]:
-        met[broken] = 1
+    for broken in violated:
+        if broken in met and not met[broken]:
+            met[broken] = 1
     return met

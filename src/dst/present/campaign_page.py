@@ -13,7 +13,8 @@ from __future__ import annotations
 from html import escape
 
 from ..explore.coverage import never_reached, violated
-from ..explore.report import Report
+from ..explore.report import Report, Signature
+from ..sim.trace import format_time
 from .page import GENERATOR
 
 _STYLE = """
@@ -81,6 +82,12 @@ def _bars(title: str, role: str, rows: list[tuple[str, int, str, str]], scale: i
     return "\n".join(out)
 
 
+def _consequences(sig: Signature) -> str:
+    """What else the signature's first seed violated, each the first time (its cause's consequences)."""
+    then = ", ".join(f"{c['invariant']} at t={format_time(c['time_ms'])}" for c in sig.get("consequences", ()))
+    return f"<br><small>its consequences: {escape(then)}</small>" if then else ""
+
+
 def _violations(report: Report) -> str:
     signatures = report["signatures"]
     if not signatures:
@@ -90,7 +97,7 @@ def _violations(report: Report) -> str:
     for sig in signatures:
         out.append(f"<tr data-role=\"signature\"><td class=\"violation\">{escape(sig['invariant'])}</td>"
                    f"<td class=\"n\">{sig['count']:,}</td>"
-                   f"<td>seed {sig['first_seed']}: {escape(str(sig['message']))}</td>"
+                   f"<td>seed {sig['first_seed']}: {escape(str(sig['message']))}{_consequences(sig)}</td>"
                    f"<td><code>{escape(sig['reproduce'])}</code></td></tr>")
     out.append("</table>")
     return "\n".join(out)

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..errors import UserError
+from ..explore.coverage import violated
 from ..explore.report import Report, Signature, Unjudged
 from ..files import check_folder, not_regular, replace, where, why
 from ..text import one_line
@@ -29,8 +30,8 @@ def junit_xml(report: Report) -> bytes:
     """The report (``dst fuzz --json``'s, or ``dst merge``'s) as a JUnit XML document."""
     # Model text goes through one_line: it escapes the control characters XML 1.0 cannot carry at all.
     findings = {f["signature"]: f["path"] for f in report["findings"]}
-    violated = {s["invariant"] for s in report["signatures"]}
-    held = [i for i in report["invariants"] if i not in violated]
+    broken = violated(report)  # as a cause or a consequence
+    held = [i for i in report["invariants"] if i not in broken]
     seeds = report["seeds"]
     tests = len(report["signatures"]) + len(report["unjudged"]) + len(held)
     counts = {"tests": str(tests), "failures": str(len(report["signatures"])), "errors": "0",
@@ -54,6 +55,9 @@ def junit_xml(report: Report) -> bytes:
         lines = [f"reproduce: {sig['reproduce']}",
                  f"first seed: {sig['first_seed']}" + ("" if sig["time_ms"] is None else f", at t={sig['time_ms']}ms"),
                  f"seeds ({sig['count']:,}): {_seed_list(sig)}"]
+        if sig.get("consequences"):
+            lines.append("its consequences: " + ", ".join(f"{c['invariant']} at t={c['time_ms']}ms"
+                                                          for c in sig.get("consequences", ())))
         if sig["signature"] in findings:
             lines.append(f"finding: {findings[sig['signature']]} (dst replay it)")
         failure.text = "\n".join(one_line(line) for line in lines) + "\n"

@@ -67,7 +67,8 @@ def slice_indexes(result: RunResult, every_step: bool) -> list[int]:
     v = result.violation
     if v is None:
         return []
-    return causal_slice(result.trace, v.message, during=v.during, every_step=every_step)
+    trace = result.trace if result.decided is None else result.trace[:result.decided]  # up to the outcome
+    return causal_slice(trace, v.message, during=v.during, every_step=every_step)
 
 
 def _rows(bars: Sequence[LeaseBar]) -> list[int]:
@@ -159,6 +160,7 @@ def page_data(result: RunResult, source: Source, *, every_step: bool = False) ->
         "arrows": arrows,
         "violation": None if v is None else {"invariant": v.invariant, "message": v.message, "time": v.time,
                                              "during": v.during},
+        "consequences": [{"invariant": c.invariant, "message": c.message, "time": c.time} for c in result.consequences],
     }
 
 

@@ -80,10 +80,20 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
         v = result.violation
         console.print()
         console.print(plain((f"{v.invariant}: {v.message}", "bold red")))
+        render_consequences(console, result)
         led = result.causal()
         console.print(Text(f"detected at t={format_time(v.time)}, trace event {v.step}; the {len(led):,} events "
-                           f"that led to it (of {len(result.trace):,}):", style="bold"))
+                           f"that led to it (of {len(result.decided_trace):,}):", style="bold"))
         render_events(console, led)
+
+
+def render_consequences(console: Console, result: RunResult) -> None:
+    """What else the run violated after its first violation, each invariant the first time: the cause's
+    consequences (see docs/findings.md)."""
+    if result.consequences:
+        console.print(Text("its consequences (what else the run violated, each the first time):", style="bold"))
+        for c in result.consequences:
+            console.print(plain("  ", (c.invariant, "red"), f" at t={format_time(c.time)}: {c.message}"))
 
 
 def render_events(console: Console, events: Iterable[Event]) -> None:
@@ -193,8 +203,12 @@ def render_fuzz(console: Console, report: Report) -> None:
     table.add_column("first violation")
     table.add_column("reproduce")
     for sig in report["signatures"]:
-        table.add_row(plain(sig["invariant"]), f"{sig['count']}", plain(f"seed {sig['first_seed']}: {sig['message']}"),
-                      plain((sig["reproduce"], "cyan")))
+        first = plain(f"seed {sig['first_seed']}: {sig['message']}")
+        then = ", ".join(f"{c['invariant']} at t={format_time(c['time_ms'])}" for c in sig.get("consequences", ()))
+        if then:
+            first.append("\n")
+            first.append_text(plain((f"its consequences: {then}", "dim")))
+        table.add_row(plain(sig["invariant"]), f"{sig['count']}", first, plain((sig["reproduce"], "cyan")))
     console.print(table)
     for f in report["findings"]:
         verb = "wrote" if f["new"] else "already known:"

@@ -101,6 +101,8 @@ class LeaseService:
             # wrong: the expiry is stamped with the time the request arrived and written a round trip after the
             # read, so of two copies of one renewal the one that arrived first can write last, and move it back
             await store_step()
+            if self.store.get_lease(lease.id) is None:  # released or reaped in between: the UPDATE matched no row
+                return Refused("no such lease")
             self.store.set_expiry(lease, arrived + self.ttl)
             return Renewed(lease.expiry)
         self.store.set_expiry(lease, now + self.ttl)

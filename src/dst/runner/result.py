@@ -21,7 +21,7 @@ from .reproduce import reproduce as _command
 class ViolationReport:
     invariant: str
     time: int
-    step: int  # index of the trace event at which it was detected
+    step: int  # how many trace events there were when it was detected (so the index of the next one)
     message: str
     during: str | None = None  # the message key of the server handler it was detected in (17.1.0), if any
 
@@ -55,6 +55,12 @@ class RunResult:
     situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
     cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for
     plan_given: bool = attrs.field(default=False, repr=False, eq=False)  # ``plan`` was passed to run()
+    # The other invariants the run violated, each the first time, in time order, after its first violation opened
+    # the consequence window (and the model's error, if it ended the run then): what followed from the cause.
+    consequences: tuple[ViolationReport, ...] = ()
+    # How many trace events lead up to the outcome: to the reported violation, and at least to the first one
+    # (where a run stopped before the consequence window); None: all of them. The digest covers these.
+    decided: int | None = None
 
     @property
     def scenario(self) -> str:
@@ -99,10 +105,17 @@ class RunResult:
         what = "MODEL ERROR" if v.invariant == MODEL_ERROR else f"VIOLATION of {v.invariant}"
         return f"{what} at t={format_time(v.time)}"
 
+    @property
+    def decided_trace(self) -> tuple[Event, ...]:
+        """The raw trace up to the outcome (:attr:`decided`): without the consequence window's events after it."""
+        return self.raw_trace if self.decided is None else self.raw_trace[:self.decided]
+
     @functools.cached_property
     def digest(self) -> str:
-        """The trace's digest: taken when first asked for (a campaign never asks)."""
-        return digest(self.raw_trace)
+        """The digest of the trace up to the outcome (:attr:`decided_trace`): taken when first asked for (a
+        campaign never asks). What follows the reported violation is left out, so a finding keeps its digest
+        whatever its consequences do."""
+        return digest(self.decided_trace)
 
     @functools.cached_property
     def drawn(self) -> tuple[Step, ...]:
@@ -141,6 +154,8 @@ class RunResult:
             v = self.violation
             out["violation"] = {"invariant": v.invariant, "time_ms": v.time, "step": v.step, "message": v.message,
                                 "during": v.during, "slice": [list(e) for e in self.causal()]}
+        out["consequences"] = [{"invariant": c.invariant, "time_ms": c.time, "step": c.step, "message": c.message}
+                               for c in self.consequences]
         return out
 
     def causal(self, every_step: bool = False) -> tuple[tuple[int, str, str, str], ...]:
@@ -149,7 +164,7 @@ class RunResult:
         v = self.violation
         if v is None:
             return ()
-        trace = self.trace
+        trace = self.trace if self.decided is None else self.trace[:self.decided]
         return tuple(trace[i] for i in causal_slice(trace, v.message, during=v.during, every_step=every_step))
 
     @property
@@ -170,7 +185,10 @@ class RunResult:
         v, led = self.violation, self.causal()
         again = self.reproduce
         lines = [f"{head}: {self.headline}", f"  {v.message}",
-                 f"the {len(led):,} events that led to it (of {len(self.trace):,}):",
+                 *(["its consequences (what else the run violated, each the first time):"] if self.consequences
+                   else []),
+                 *(f"  {consequence(c)}" for c in self.consequences),
+                 f"the {len(led):,} events that led to it (of {len(self.decided_trace):,}):",
                  *(f"  {format_event(e)}" for e in led),
                  f"run it again: {again}" if again else
                  "run it again: no command line runs this plan as given; dst.save_finding(result, folder) writes "
@@ -179,3 +197,8 @@ class RunResult:
 
     def __str__(self) -> str:
         return self.explain()
+
+
+def consequence(c: ViolationReport) -> str:
+    """A consequence in one line: ``capacity at t=1.2s: leases the authority recognises hold ...``."""
+    return f"{c.invariant} at t={format_time(c.time)}: {c.message}"

@@ -5,6 +5,12 @@ A run has three phases: the *active* phase (plan steps: jobs and faults), the
 has answered every request it is handling, up to ``run.drain_limit``), and the *quiet* period, after which ``stranded-slot``
 checks that nothing is left held (and ``at-least-once`` that every run that was
 not cancelled was acknowledged).
+
+A first violation does not end the run: it goes on, as the model would, for a *consequence window* (the
+longest time the model's bounds give a case to settle, such as TTL + reaper interval, plus the worst
+delays), or to its natural end if that comes first, and notes the first violation of each other invariant.
+The run reports the cause among them (:func:`~dst.invariants.cause_of`); the rest are its consequences. The
+model's own error still ends a run at once.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import attrs
 
 from ..errors import BUILD_RAISED, MODEL_ERROR, ModelFault, Stalled, UserError
 from ..frames import described, raised_in, short
-from ..invariants import BY_ID, Ghost, Violation
+from ..invariants import BY_ID, INVARIANTS, Ghost, cause_of
 from ..invariants.ghost import FactsGate
 from ..invariants.situations import cases_met, catalogue
 from ..models import ModelError, name_of, resolve
@@ -29,8 +35,8 @@ from ..faults import fault_of, is_pinned
 from ..plan import Step, is_client
 from ..scenario import Scenario, with_model
 from ..sim.facts import TracedFacts
-from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling, raised_by, running_in
-from ..sim.kernel import Kernel
+from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling, handling_now, raised_by, running_in
+from ..sim.kernel import Kernel, Pause
 from ..sim.network import Network
 from ..sim.process import ClientProcess, ServerProcess
 from ..sim.rng import Streams
@@ -125,6 +131,11 @@ class Simulation:
         model, self._close = scenario.model.resolve(), None
         self.build_error: str | None = None  # what the model's build raised: the run is a model error at once
         self.refusal: tuple[int, int, str] | None = None  # the sandbox's first refusal: time, trace index, line
+        self.found: list[ViolationReport] = []  # the first violation of each invariant, in the order found
+        self.noting: list[int] = []  # those found in the asyncio callback running now: noted where it returns
+        self.opened: int | None = None  # the trace's length where the first violation opened the consequence window
+        self.error: ViolationReport | None = None  # the model's error that ended the run
+        self.window = 0  # ms: how long the run goes on after its first violation
         try:
             with _SignalsHeld():  # a signal waits, then strikes with the close in place
                 try:
@@ -172,6 +183,13 @@ class Simulation:
         ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
                     bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                         transition_within=bounds.transition_within + slack))
+        ghost.recorder = self._violated
+        # The consequence window: the longest the model's bounds give a case of this kind of system to settle
+        # (a dead holder's slot reclaimed: TTL + reaper interval; a CANCELLING run ended; a run redelivered),
+        # plus the worst delays. A slip whose first violation is a symptom shows its cause within it (a slot
+        # given back twice shows when the reaper reclaims the lease its release left behind).
+        settling = {unit.settles_within for unit in INVARIANTS if unit.parts & parts} - {""}
+        self.window = max((cast(int, getattr(bounds, field)) for field in settling), default=0) + slack
 
         self.network = network = Network(kernel, streams.keyed("network"), latency=scenario.network.latency,
                                          loss=scenario.network.loss, duplicate=scenario.network.duplicate,
@@ -337,61 +355,113 @@ class Simulation:
                     break
         return max(told[name] - 1 if name in told else last for name, last in stopped.items())
 
+    def _violated(self, invariant: str, message: str) -> None:
+        """The ghost's recorder: the first violation of ``invariant``. The run's first opens the consequence
+        window. Noted with the trace as long as it is now, where such a violation used to end the run (under
+        the asyncio mode, inside a callback: where the callback returns), so a trace's digest up to it is the
+        same as it was before the window."""
+        kernel = self.kernel
+        if self.aio:
+            during = self.loop.server_key()
+        else:
+            during = handling_now(sys._getframe(1))
+        report = ViolationReport(invariant, kernel.now, len(self.trace), message,
+                                 None if during is None else key_name(during))
+        if self.aio and self.ghost.holding:
+            self.noting.append(len(self.found))
+            self.loop.stop_with(Pause())  # the kernel stops where the callback returns, and _go notes it
+        elif not self.found:
+            self.opened = report.step
+        self.found.append(report)
+        if len(self.found) == 1:
+            kernel.after(self.window, self._window_over)
+
+    def _window_over(self, _: object) -> None:
+        raise _WindowOver()
+
+    def _noted(self) -> None:
+        """The violations found in the asyncio callback that just returned, noted where it returned."""
+        if not self.noting:
+            return
+        during = self.loop.server_key()
+        for i in self.noting:
+            self.found[i] = attrs.evolve(self.found[i], step=len(self.trace),
+                                         during=None if during is None else key_name(during))
+        self.noting.clear()
+        if self.opened is None:
+            self.opened = self.found[0].step
+
+    def _go(self, until: int) -> None:
+        """The kernel run to ``until``, stopping a moment wherever a violation is to be noted (see _violated)."""
+        while True:
+            try:
+                self.kernel.run(until)
+                return
+            except Pause:
+                self._noted()
+
     def _run(self) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
         if self.timed:
             kernel.at(self.timed[0].at, self._apply, 0)
         self.server.boot()
-        violation = unjudged = None
+        unjudged = None
         try:
-            kernel.run(self.active_until)
-            drain_end = self.active_until + scenario.run.drain_limit
-            # Drained: every client finished its jobs and the server answered what it was handling (a backlog
-            # of retried requests can still grant leases; the quiet period starts after them).
-            while kernel.now < drain_end and self._busy():
-                kernel.run(min(kernel.now + _DRAIN_POLL, drain_end))
-            # A drain that runs out leaves the quiet period not quiet: what was still moving (a late grant, a
-            # backlog of runs) is live, not stranded, and the checks pass over it; the run says so.
-            busy = self._busy()
-            quiet_from = self.ghost.quiet_from = kernel.now
-            kernel.run(quiet_from + scenario.run.quiet)
-            up = self.ghost.server.up_since
-            if up is None or up > quiet_from:
-                # The reaper and the deadlines could not run for the whole quiet period: nothing is judged.
-                unjudged = Unjudged("undrained", f"the server was down or paused during the quiet period (from "
-                                                 f"t={format_time(quiet_from)}): nothing was judged after it "
-                                                 f"(a longer drain_limit, or shorter server faults)")
-            else:
-                self.ghost.quiet_period_over(self._served_until(), frozenset(busy))
-                if busy:
-                    shown = ", ".join(busy[:5]) + (f" and {len(busy) - 5} more" if len(busy) > 5 else "")
-                    unjudged = Unjudged("undrained", f"{shown} still busy when run.drain_limit "
-                                                     f"({format_duration(scenario.run.drain_limit)}) ran out at "
-                                                     f"t={format_time(quiet_from)}: what was still moving was not "
-                                                     f"judged after the quiet period (a longer drain_limit, or "
-                                                     f"shorter jobs)")
-        except Violation as v:
-            during = self.loop.server_key() if self.aio else handling(v)
-            violation = ViolationReport(v.invariant, v.time, len(self.trace), v.message,
-                                        None if during is None else key_name(during))
+            unjudged = self._course()
+        except _WindowOver:
+            pass  # the consequence window closed: what was found is the outcome
         except _OverBudget:
-            unjudged = Unjudged("over-budget", f"passed run.max_events ({scenario.run.max_events:,} events) at "
-                                               f"t={format_time(kernel.now)}: a larger max_events, or a smaller "
-                                               f"workload")
+            if not self.found:
+                unjudged = Unjudged("over-budget", f"passed run.max_events ({scenario.run.max_events:,} events) at "
+                                                   f"t={format_time(kernel.now)}: a larger max_events, or a smaller "
+                                                   f"workload")
         except Cut:
             raise
-        except (Exception, Stalled) as e:  # the model's own error (or a refusal, or a stall): the run's outcome
+        except (Exception, Stalled) as e:  # the model's own error (or a refusal, or a stall): the run ends with it
             stalled = self.watch.stalled  # whatever the stopped code raised on its way out, the stall is the cause
             if stalled is None and raised_in(e) is None and not isinstance(e, ModelFault):
                 raise  # none of the user's code is on its way: dst's own bug, with its traceback
+            self._noted()  # a violation found in the callback that raised: noted where it ended
             actor = self.loop.process.name if self.aio else raised_by(e)
             during = self.loop.server_key() if self.aio else handling(e)
             # A fault's own line names the user's frame, as the description of an exception does.
             actor, told = stalled or (actor, str(e) if isinstance(e, ModelFault) else described(e))
             self.trace.append((kernel.now, actor, "error", told))
-            violation = ViolationReport(MODEL_ERROR, kernel.now, len(self.trace), f"{actor}: {told}",
-                                        None if during is None else key_name(during))
-        return self._result(violation, unjudged)
+            self.error = ViolationReport(MODEL_ERROR, kernel.now, len(self.trace), f"{actor}: {told}",
+                                         None if during is None else key_name(during))
+        self._noted()
+        return self._result(None if self.found else unjudged)
+
+    def _course(self) -> Unjudged | None:
+        """The run's phases, to its natural end: the active phase, the drain, the quiet period and the checks
+        after it. Returns why the run could not be judged in full, if it could not."""
+        kernel, scenario = self.kernel, self.scenario
+        self._go(self.active_until)
+        drain_end = self.active_until + scenario.run.drain_limit
+        # Drained: every client finished its jobs and the server answered what it was handling (a backlog
+        # of retried requests can still grant leases; the quiet period starts after them).
+        while kernel.now < drain_end and self._busy():
+            self._go(min(kernel.now + _DRAIN_POLL, drain_end))
+        # A drain that runs out leaves the quiet period not quiet: what was still moving (a late grant, a
+        # backlog of runs) is live, not stranded, and the checks pass over it; the run says so.
+        busy = self._busy()
+        quiet_from = self.ghost.quiet_from = kernel.now
+        self._go(quiet_from + scenario.run.quiet)
+        up = self.ghost.server.up_since
+        if up is None or up > quiet_from:
+            # The reaper and the deadlines could not run for the whole quiet period: nothing is judged.
+            return Unjudged("undrained", f"the server was down or paused during the quiet period (from "
+                                         f"t={format_time(quiet_from)}): nothing was judged after it "
+                                         f"(a longer drain_limit, or shorter server faults)")
+        self.ghost.quiet_period_over(self._served_until(), frozenset(busy))
+        if not busy:
+            return None
+        shown = ", ".join(busy[:5]) + (f" and {len(busy) - 5} more" if len(busy) > 5 else "")
+        return Unjudged("undrained", f"{shown} still busy when run.drain_limit "
+                                     f"({format_duration(scenario.run.drain_limit)}) ran out at "
+                                     f"t={format_time(quiet_from)}: what was still moving was not "
+                                     f"judged after the quiet period (a longer drain_limit, or "
+                                     f"shorter jobs)")
 
     def _build_failed(self, error: str) -> RunResult:
         """The result of a run whose model's build raised: a model error at t=0, and nothing else ran."""
@@ -401,15 +471,30 @@ class Simulation:
                          violation=ViolationReport(MODEL_ERROR, 0, 1, f"{SERVER}: {error}"),
                          plan_given=self.plan_given)
 
-    def _result(self, violation: ViolationReport | None, unjudged: Unjudged | None) -> RunResult:
+    def _result(self, unjudged: Unjudged | None) -> RunResult:
         kernel, scenario = self.kernel, self.scenario
+        # Where the run stopped before the consequence window was: its first violation, or its end.
+        stop = len(self.trace) if self.opened is None else self.opened
+        found, errors = self.found, [] if self.error is None else [self.error]
         swallowed = self.refusal
         stalled = self.watch.stalled
-        if stalled is not None and (violation is None or violation.invariant != MODEL_ERROR):
-            swallowed = (self.watch.stalled_at, len(self.trace), ": ".join(stalled))  # caught, and went on
-        if swallowed is not None and (violation is None or violation.time > swallowed[0]):
-            # A refusal the model caught and went on from: the run is its model error all the same, at its moment.
-            violation = ViolationReport(MODEL_ERROR, swallowed[0], swallowed[1], swallowed[2])
+        if stalled is not None and self.error is None:
+            swallowed = (self.watch.stalled_at, stop, ": ".join(stalled))  # caught, and went on
+        ended = found[0] if found else self.error  # what ended the run's course (before the window, the run)
+        if swallowed is not None and (found or ended is None or ended.time > swallowed[0]):
+            # A refusal the model caught and went on from is the model's error all the same, at its moment (unless
+            # it is the very error that ended the run).
+            errors.insert(0, ViolationReport(MODEL_ERROR, *swallowed))
+        violation: ViolationReport | None = None
+        if errors and (not found or found[0].time > errors[0].time):
+            # The model's error came first: it is the outcome, and what came after it its consequences.
+            violation, consequences = errors[0], [*found, *errors[1:]]
+        elif found:
+            cause = cause_of([v.invariant for v in found])
+            violation, consequences = found[cause], [*found[:cause], *found[cause + 1:], *errors]
+        else:
+            consequences = []
+        consequences.sort(key=lambda v: v.time)
         jobs: Counter[str] = Counter()
         for host in self.clients.values():
             jobs.update(host.ended)
@@ -420,8 +505,10 @@ class Simulation:
             events=kernel.events, raw_trace=tuple(self.trace), faults=dict(self.faults), invariants=self.invariants,
             checks=checks, jobs=dict(jobs), violation=violation, befell=(self.network.drawn, self.server.drawn),
             unjudged=unjudged, situations=reached,
-            cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants, violation),
-            plan_given=self.plan_given,
+            cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants,
+                            [v.invariant for v in (violation, *consequences) if v is not None]),
+            plan_given=self.plan_given, consequences=tuple(consequences),
+            decided=stop if violation is None else max(stop, violation.step),
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).
@@ -432,6 +519,10 @@ class Simulation:
 
 class _OverBudget(Exception):
     pass
+
+
+class _WindowOver(Exception):
+    """The consequence window after a run's first violation closed: the run ends."""
 
 
 def _aio_systems() -> tuple[type, ...]:

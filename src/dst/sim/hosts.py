@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from functools import partial
 from types import FrameType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from ..errors import ContractError, UserError
 from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
@@ -337,12 +337,28 @@ class ServerHost(ServerLifecycle):
 def handling(error: BaseException) -> int | None:
     """The key of the server handler (a request's, or a background loop's) that ``error`` was raised in,
     or None. Read from the traceback after the fact, so no step of the hot path notes which handler runs."""
-    key, tb = None, error.__traceback__
+    frames, tb = [], error.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code is _SERVER_STEP:
-            key = tb.tb_frame.f_locals["task"][1]  # the innermost one wins
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    return key
+    return _handler_of(reversed(frames))
+
+
+def handling_now(frame: FrameType | None) -> int | None:
+    """The key of the server handler whose code runs at ``frame`` (called from it, at any depth), or None."""
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return _handler_of(frames)
+
+
+def _handler_of(frames: Iterable[FrameType]) -> int | None:
+    """The key of the first server handler step among ``frames`` (innermost first), or None."""
+    for frame in frames:
+        if frame.f_code is _SERVER_STEP:
+            return cast(int, frame.f_locals["task"][1])
+    return None
 
 
 _SERVER_STEP = ServerHost._step.__code__

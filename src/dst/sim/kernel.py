@@ -18,6 +18,11 @@ class StopRun(Exception):
     """Raised from inside an event to end the run at once (a violation, a stop)."""
 
 
+class Pause(StopRun):
+    """Raised from inside an event to stop :meth:`Kernel.run` for a moment: the caller notes where the run is,
+    and calls ``run`` again, which goes on from the next event."""
+
+
 _NEVER = 1 << 62
 
 
