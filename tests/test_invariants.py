@@ -31,15 +31,47 @@ class FakeView:
         return sorted(self.expiries)
 
 
-class World:
-    """A store that reports to the ghost as the reference store does."""
+class FakeResource:
+    """A resource that shows what it keeps per target (a dst.sut.ResourceView): set it, then report the write."""
 
-    def __init__(self, capacity: int = 1, token_and_lease: bool = False, enabled=INVARIANT_IDS) -> None:
+    def __init__(self) -> None:
+        self.fences: dict[str, int] = {}
+        self.data: dict[str, str] = {}
+
+    def write(self, request: object) -> None:
+        return None
+
+    def fence(self, target: str) -> int | None:
+        return self.fences.get(target)
+
+    def contents(self, target: str) -> str | None:
+        return self.data.get(target)
+
+
+class World:
+    """A store that reports to the ghost as the reference store does (and a resource that shows its state,
+    unless ``resource`` is False)."""
+
+    def __init__(self, capacity: int = 1, token_and_lease: bool = False, enabled=INVARIANT_IDS,
+                 resource: bool = True) -> None:
         self.kernel = Kernel()
         self.view = FakeView()
+        self.resource = FakeResource()
         self.ghost = Ghost(self.kernel, {"db": capacity})
-        self.ghost.watch(enabled, leases=self.view, runs=None,
+        self.ghost.watch(enabled, leases=self.view, runs=None, resource=self.resource if resource else None,
                          bounds=Bounds(reclaim_within=75_000, write_checks_lease=token_and_lease))
+
+    def write(self, holder: str, token: int, accepted: bool, fence: int | None, data: str | None,
+              target: str = "db/0") -> None:
+        """The resource handles ``holder``'s write with ``token`` (under lease ``token``), leaving ``fence`` and
+        ``data`` on ``target``, and reports it ``accepted`` or refused."""
+        for table, value in ((self.resource.fences, fence), (self.resource.data, data)):
+            if value is None:
+                table.pop(target, None)
+            else:
+                table[target] = value
+        report = self.ghost.write_accepted if accepted else self.ghost.write_refused
+        report(holder, token, token, target)
 
     def acquire(self, lease: int, holder: str, expiry: int = 60_000, slots: int = 1, token: int | None = None,
                 seat: int = 0) -> None:
@@ -302,6 +334,7 @@ def test_a_disabled_invariant_is_not_checked(invariant):
         "write-progress": lambda: (w.acquire(1, "c1", token=1), w.ghost.write_refused("c1", 1, 1, "db/0")),
         "expiry-only-forward": lambda: (w.acquire(1, "c1", expiry=100), w.view.expiries.update({1: 50}),
                                         w.ghost.lease_renewed(1, "db")),
+        "refused-changes-nothing": lambda: (w.write("c2", 2, True, 2, "c2"), w.write("c1", 1, False, 2, "c1")),
     }
     situations[invariant]()
 
@@ -327,6 +360,29 @@ def test_a_new_lease_under_a_reused_id_starts_its_expiry_afresh():
     w.acquire(1, "c2", expiry=20_000)  # an id handed out again: its expiry is its own, not the old lease's
     w.view.expiries[1] = 30_000
     w.ghost.lease_renewed(1, "db")
+
+
+# --- a refused write changes nothing -----------------------------------------------------------------------
+
+def test_a_refused_write_that_changes_the_resource_is_flagged_and_one_that_changes_nothing_is_not():
+    w = World(capacity=2, enabled=("refused-changes-nothing",))
+    w.write("c9", 9, False, None, "c9 wrote", target="db/1")  # the first write seen there: what it found is unknown
+    w.write("c2", 2, True, 2, "c2 wrote")
+    w.write("c1", 1, False, 2, "c2 wrote")  # refused, nothing changed
+    w.write("c2", 2, True, 2, "c2 wrote again")  # accepted: it may change what it likes
+    v = flagged("refused-changes-nothing", lambda: w.write("c1", 1, False, 2, "c1 wrote"))
+    assert v.message == ("the resource refused c1's write to db/0 with token 1, yet changed its contents from "
+                         "'c2 wrote again' to 'c1 wrote'")
+    v = flagged("refused-changes-nothing", lambda: w.write("c1", 1, False, 1, "c1 wrote"))
+    assert v.message.endswith("yet changed its fence from 2 to 1")
+
+
+def test_a_resource_that_shows_no_state_is_not_checked():
+    w = World(resource=False)
+    w.ghost.write_accepted("c2", 2, 2, "db/0")
+    w.ghost.write_refused("c1", 1, 1, "db/0")
+    units = {u.id: u for u in w.ghost.units}
+    assert units["refused-changes-nothing"].checks == 0
 
 
 # --- fencing: unique tokens, exclusive seats, write progress -----------------------------------------

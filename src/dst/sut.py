@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import types
 from typing import (Any, Callable, Coroutine, Generator, Generic, Iterable, Literal, Mapping, Protocol,
-                    Sequence, TypeVar, cast, dataclass_transform)
+                    Sequence, TypeVar, cast, dataclass_transform, runtime_checkable)
 
 import attrs
 
@@ -37,7 +37,7 @@ __all__ = [
     "SERVER", "RESOURCE", "Clock", "format_time",
     "store_step", "sleep", "call", "work", "moment", "Waiters",
     "message", "Submit", "Cancel", "RunClaim",
-    "Facts", "LeaseView", "RunView", "ClaimView", "Bounds",
+    "Facts", "LeaseView", "RunView", "ClaimView", "ResourceView", "Bounds",
     "Service", "Resource", "Order", "Job", "Handler", "System",
     "Workload", "Env", "Bug", "Situation", "Model", "option", "OptionError", "OptionKind",
 ]
@@ -289,6 +289,20 @@ class RunView(Protocol):
         """When the run entered its current state (None: no such run)."""
 
 
+@runtime_checkable
+class ResourceView(Protocol):
+    """The protected resource's state, read-only: what a resource may also answer (``System.resource``), to have
+    ``refused-changes-nothing`` checked. The harness reads a target's state at each write reported there
+    (``Facts.write_accepted``, ``write_refused``) and compares it with what the last one left."""
+
+    def fence(self, target: str) -> int | None:
+        """The token the resource keeps for ``target`` to compare the next write's with (None: none yet)."""
+
+    def contents(self, target: str) -> object:
+        """What the writes to ``target`` have left there (its data, its last writer), compared by equality and
+        shown in a violation's message (None: nothing yet)."""
+
+
 @attrs.frozen
 class Bounds:
     """The time bounds the liveness invariants hold the model to, and its resource's contract.
@@ -339,7 +353,7 @@ class Service(Protocol):
 
 class Resource(Protocol):
     """The protected resource (a database, a file) behind the fence: its writes arrive from clients at
-    :data:`RESOURCE`."""
+    :data:`RESOURCE`. One that is also a :class:`ResourceView` shows the harness what it stores."""
 
     def write(self, request: Any) -> Any:
         """Apply one protected write atomically, on delivery; return the response."""

@@ -71,3 +71,25 @@ class WriteProgress(Invariant):
         if g.recognised_lease(lease, holder) and g.token_of.get(lease) == token == g.newest_token.get(target):
             self.fail(f"the resource refused {holder}'s write to {target} with token {token}, the newest handed out "
                       f"for it, while the authority recognises L{lease} ({g.lease_state(lease)})")
+
+
+@invariant
+class RefusedChangesNothing(Invariant):
+    id = "refused-changes-nothing"
+    title = "refused-write-changed-the-resource"
+    statement = ("a write the resource refuses changes nothing there: the target's fence and contents are what they "
+                 "were before it (checked when the resource shows its state)")
+    parts = LEASES
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        g = self.g
+        before = g.stored_before
+        if before is None:
+            return  # no resource view, or the first write seen there
+        self.checks += 1
+        after = g.stored[target]
+        if after != before:
+            changed = [f"its {what} from {was!r} to {now!r}"
+                       for what, was, now in zip(("fence", "contents"), before, after) if was != now]
+            self.fail(f"the resource refused {holder}'s write to {target} with token {token}, yet changed "
+                      f"{' and '.join(changed)}")

@@ -124,7 +124,7 @@ class StaleWrite(Situation):
     id = "stale-write"
     statement = "a holder wrote with a token older than the newest one handed out for that target"
     parts = LEASES
-    tests = ("fenced-writes",)
+    tests = ("fenced-writes", "refused-changes-nothing")
     never = "no write ever came with a superseded token"
 
     def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
