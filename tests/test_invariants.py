@@ -334,6 +334,7 @@ def test_a_disabled_invariant_is_not_checked(invariant):
         "write-progress": lambda: (w.acquire(1, "c1", token=1), w.ghost.write_refused("c1", 1, 1, "db/0")),
         "expiry-only-forward": lambda: (w.acquire(1, "c1", expiry=100), w.view.expiries.update({1: 50}),
                                         w.ghost.lease_renewed(1, "db")),
+        "fence-only-up": lambda: (w.write("c2", 2, True, 2, "c2"), w.write("c3", 3, True, 1, "c3")),
         "refused-changes-nothing": lambda: (w.write("c2", 2, True, 2, "c2"), w.write("c1", 1, False, 2, "c1")),
     }
     situations[invariant]()
@@ -362,7 +363,30 @@ def test_a_new_lease_under_a_reused_id_starts_its_expiry_afresh():
     w.ghost.lease_renewed(1, "db")
 
 
-# --- a refused write changes nothing -----------------------------------------------------------------------
+# --- the resource's fence only goes up, and a refused write changes nothing -----------------------------
+
+def test_a_write_that_lowers_the_resources_fence_is_flagged_accepted_or_refused():
+    w = World(enabled=("fence-only-up",))
+    w.write("c1", 1, True, 1, "c1")
+    w.write("c2", 2, True, 2, "c2")  # raised
+    w.write("c2", 2, True, 2, "c2")  # kept
+    w.write("c1", 1, False, 2, "c2")  # a stale write refused, the fence left alone
+    v = flagged("fence-only-up", lambda: w.write("c1", 1, False, 1, "c1"))
+    assert v.message == ("the resource's fence on db/0 was token 2 after the last write there and is token 1 after "
+                         "c1's write with token 1 (refused)")
+    w = World(enabled=("fence-only-up",))
+    w.write("c2", 2, True, 2, "c2")
+    v = flagged("fence-only-up", lambda: w.write("c3", 3, True, None, "c3"))  # a fence lost
+    assert "is gone after c3's write with token 3 (accepted)" in v.message
+
+
+def test_the_fence_is_judged_per_target_from_the_first_write_seen_there():
+    w = World(capacity=2, enabled=("fence-only-up",))
+    w.write("c2", 5, True, 5, "c2", target="db/0")
+    w.write("c1", 1, True, 1, "c1", target="db/1")  # another seat: its own fence, unknown before this write
+    w.write("c3", 4, True, 4, "c3", target="db/1")
+    flagged("fence-only-up", lambda: w.write("c1", 3, True, 3, "c1", target="db/1"))
+
 
 def test_a_refused_write_that_changes_the_resource_is_flagged_and_one_that_changes_nothing_is_not():
     w = World(capacity=2, enabled=("refused-changes-nothing",))
@@ -377,12 +401,12 @@ def test_a_refused_write_that_changes_the_resource_is_flagged_and_one_that_chang
     assert v.message.endswith("yet changed its fence from 2 to 1")
 
 
-def test_a_resource_that_shows_no_state_is_not_checked():
+def test_a_resource_that_shows_no_state_has_neither_checked():
     w = World(resource=False)
     w.ghost.write_accepted("c2", 2, 2, "db/0")
     w.ghost.write_refused("c1", 1, 1, "db/0")
     units = {u.id: u for u in w.ghost.units}
-    assert units["refused-changes-nothing"].checks == 0
+    assert units["fence-only-up"].checks == units["refused-changes-nothing"].checks == 0
 
 
 # --- fencing: unique tokens, exclusive seats, write progress -----------------------------------------

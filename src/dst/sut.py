@@ -292,8 +292,8 @@ class RunView(Protocol):
 @runtime_checkable
 class ResourceView(Protocol):
     """The protected resource's state, read-only: what a resource may also answer (``System.resource``), to have
-    ``refused-changes-nothing`` checked. The harness reads a target's state at each write reported there
-    (``Facts.write_accepted``, ``write_refused``) and compares it with what the last one left."""
+    ``fence-only-up`` and ``refused-changes-nothing`` checked. The harness reads a target's state at each write
+    reported there (``Facts.write_accepted``, ``write_refused``) and compares it with what the last one left."""
 
     def fence(self, target: str) -> int | None:
         """The token the resource keeps for ``target`` to compare the next write's with (None: none yet)."""

@@ -88,7 +88,7 @@ class ServerDownWithLeases(Situation):
     id = "server-down-with-leases"
     statement = "the server restarted or froze while leases were stored"
     parts = LEASES
-    tests = ("slot-accounting", "unique-tokens", "exclusive-seats", "stranded-slot")
+    tests = ("slot-accounting", "unique-tokens", "exclusive-seats", "stranded-slot", "fence-only-up")
     never = "the server never went down while leases were held"
 
     def server_down(self) -> None:
@@ -124,7 +124,7 @@ class StaleWrite(Situation):
     id = "stale-write"
     statement = "a holder wrote with a token older than the newest one handed out for that target"
     parts = LEASES
-    tests = ("fenced-writes", "refused-changes-nothing")
+    tests = ("fenced-writes", "fence-only-up", "refused-changes-nothing")
     never = "no write ever came with a superseded token"
 
     def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:

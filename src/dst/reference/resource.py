@@ -37,7 +37,9 @@ class FencedResource:
             self._accepted(req)
             return Done("accepted")
         highest = self.highest.get(seat, 0)
-        if self.bugs.refused_write_applied:
+        if self.bugs.fence_after_write:
+            self._apply(seat, req)  # wrong: applied before it is compared (below): a stale token lowers the fence
+        elif self.bugs.refused_write_applied:
             self.data[seat] = req  # wrong: the data is written before the fence is compared, and kept when refused
         # wrong (strict-fence): a token equal to the highest accepted is refused too, so a holder's second write
         # under its own token is turned away (an off-by-one in the fence's comparison)
