@@ -558,6 +558,17 @@ def test_owner_only_update_flags_an_ack_from_a_former_claim():
     assert "claim 1" in v.message and "current claim is 2" in v.message
 
 
+def test_claim_token_changes_flags_a_run_handed_over_under_a_token_it_had_before():
+    w = RunWorld()
+    w.claim(3, 1, "c1#1")
+    w.claim(3, 4, "c2#1")  # redelivered under a new, higher token: fine
+    w.claim(5, 2, "c1#1")  # another run: its own tokens
+    v = flagged("claim-token-changes", lambda: w.claim(3, 4, "c3#1"))
+    assert v.message == ("run 3 was handed to c3#1 under claim 4, where c2#1 had claim 4 before it: c2#1's late ack "
+                         "or heartbeat would pass for c3#1's")
+    flagged("claim-token-changes", lambda: w.claim(5, 1, "c2#1"))  # a token below an earlier one
+
+
 def test_single_executor_flags_two_workers_on_one_run():
     w = RunWorld()
     w.claim(4, 1, "c1#1")

@@ -139,7 +139,7 @@ class RedeliveredWhileWorking(Situation):
     id = "redelivered-while-working"
     statement = "a run was delivered to a worker under a new claim while another still worked on it"
     parts = RUNS
-    tests = ("single-executor", "owner-only-update")
+    tests = ("single-executor", "owner-only-update", "claim-token-changes")
     never = "no run was ever redelivered while a worker still worked on it"
 
     def claimed(self, run: int, token: int) -> None:
@@ -152,7 +152,7 @@ class WorkerDiedWithRun(Situation):
     id = "worker-died-with-run"
     statement = "a worker crashed or restarted while it worked on a run"
     parts = RUNS
-    tests = ("at-least-once", "single-executor", "bounded-transition")
+    tests = ("at-least-once", "single-executor", "bounded-transition", "claim-token-changes")
     never = "no worker ever died in the middle of a run"
 
     def client_died(self, client: str, held: list[int]) -> None:

@@ -74,6 +74,9 @@ CATALOGUE: tuple[Bug, ...] = (
         story="An admission is sent and delayed; its cancel arrives first and finds nothing to cancel; the admission arrives and the cancelled run starts. docket's cancel-then-add."),
     Bug("unconditional-ack", ("owner-only-update",), 4, "a former owner's late ack overwrites its successor's",
         story="W1 reserves M and pauses; the reservation expires; W2 reserves M and acknowledges; W1 wakes and marks M done with its old claim, over W2's. Seen in docket #335."),
+    Bug("redelivery-keeps-token", ("claim-token-changes", "single-executor"), 3,
+        "a redelivery hands the run to a new worker under the claim's old token",
+        story="W1 reads run R (claim 1) and dies or stalls; the redelivery timeout passes; W2 reads R and is handed it under claim 1 again. W1's late ack or heartbeat, made under claim 1, now passes for W2's. Seen in Redis streams: XAUTOCLAIM hands a pending entry to a new consumer under its same message id, and XACK takes that id from any consumer of the group."),
 )
 
 KNOWN_BUGS: tuple[str, ...] = tuple(bug.slug for bug in CATALOGUE)
