@@ -235,13 +235,14 @@ class Facts(Protocol):
         """The resource accepted a write to ``target`` (the thing its fence guards) with ``token``."""
 
     def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
-        """The resource refused a write (report it to have ``write-progress`` checked)."""
+        """The resource refused a write (report it to have ``write-progress`` checked, and, from a resource that is a
+        :class:`ResourceView`, ``fence-only-up`` and ``refused-changes-nothing``)."""
 
     def run_state(self, run: int, state: str) -> None:
         """A run entered a state: SCHEDULED, RUNNING, CANCELLING, CANCELLED or COMPLETED."""
 
     def claimed(self, run: int, token: int) -> None:
-        """A run was delivered to a worker under a new claim ``token``."""
+        """A run was delivered to a worker under a new claim ``token``: report every delivery, redeliveries too."""
 
     def update_accepted(self, run: int, token: int, what: str) -> None:
         """An ack or terminal write (``what``) under claim ``token`` was accepted."""
