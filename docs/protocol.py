@@ -47,8 +47,9 @@ for `lease_job` needs no handler for them. A request the service has no handler 
 [`Granted`](#granted) says. A service that runs work also handles `Submit` and `Cancel`, which the harness sends.
 
 **What a service reports.** The harness keeps its own books from the [`Facts`](#facts) the service reports as it
-acts, and checks every invariant against them and the views ([`LeaseView`](#leaseview), [`RunView`](#runview))
-after every step; the [`Bounds`](#bounds) give the liveness invariants their windows.
+acts, and checks every invariant against them and the views ([`LeaseView`](#leaseview), [`RunView`](#runview),
+and the resource's own, [`ResourceView`](#resourceview), when it has one) after every step; the [`Bounds`](#bounds)
+give the liveness invariants their windows.
 """
 
 # (heading, words, classes); every class of the reference protocol's module is shown, in its order.
@@ -59,8 +60,9 @@ SECTIONS: list[tuple[str, str, list[type]]] = [
     ("The harness's own messages", "`dst.sut`: what people outside the system send (plan steps `submit` and "
      "`cancel`), and the handle a worker works under on a run.", [sut.Submit, sut.Cancel, sut.RunClaim]),
     ("What the invariants read", "`dst.sut`: the facts a service reports (`env.facts`), the views of the "
-     "authority's state it gives (`System.leases`, `System.runs`) and the bounds it promises (`System.bounds`).",
-     [sut.Facts, sut.LeaseView, sut.RunView, sut.ClaimView, sut.Bounds]),
+     "authority's state it gives (`System.leases`, `System.runs`; the resource's, `System.resource`) and the bounds "
+     "it promises (`System.bounds`).",
+     [sut.Facts, sut.LeaseView, sut.RunView, sut.ClaimView, sut.ResourceView, sut.Bounds]),
     ("What a model builds", "`dst.sut`: what `build(env)` receives and returns, and what it is asked to do.",
      [sut.System, sut.Service, sut.Resource, sut.Order, sut.Env, sut.Workload, sut.Clock]),
     ("The asyncio mode", "`dst.aio`, where it differs: an asyncio adapter's `build(env)` returns a "

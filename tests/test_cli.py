@@ -93,7 +93,7 @@ def test_json_is_one_object_with_the_documented_keys(capsys: pytest.CaptureFixtu
     assert isinstance(data["faults"], dict)
     assert data["invariants"] == ["slot-accounting", "capacity", "no-foreign-release", "fenced-writes",
                                   "single-executor", "stranded-slot", "expiry-only-forward", "unique-tokens", "exclusive-seats",
-                                  "write-progress"]
+                                  "write-progress", "fence-only-up", "refused-changes-nothing"]
     # exactly one JSON document on stdout, nothing else
     decoder = json.JSONDecoder()
     _, end = decoder.raw_decode(out)

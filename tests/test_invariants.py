@@ -31,15 +31,47 @@ class FakeView:
         return sorted(self.expiries)
 
 
-class World:
-    """A store that reports to the ghost as the reference store does."""
+class FakeResource:
+    """A resource that shows what it keeps per target (a dst.sut.ResourceView): set it, then report the write."""
 
-    def __init__(self, capacity: int = 1, token_and_lease: bool = False, enabled=INVARIANT_IDS) -> None:
+    def __init__(self) -> None:
+        self.fences: dict[str, int] = {}
+        self.data: dict[str, str] = {}
+
+    def write(self, request: object) -> None:
+        return None
+
+    def fence(self, target: str) -> int | None:
+        return self.fences.get(target)
+
+    def contents(self, target: str) -> str | None:
+        return self.data.get(target)
+
+
+class World:
+    """A store that reports to the ghost as the reference store does (and a resource that shows its state,
+    unless ``resource`` is False)."""
+
+    def __init__(self, capacity: int = 1, token_and_lease: bool = False, enabled=INVARIANT_IDS,
+                 resource: bool = True) -> None:
         self.kernel = Kernel()
         self.view = FakeView()
+        self.resource = FakeResource()
         self.ghost = Ghost(self.kernel, {"db": capacity})
-        self.ghost.watch(enabled, leases=self.view, runs=None,
+        self.ghost.watch(enabled, leases=self.view, runs=None, resource=self.resource if resource else None,
                          bounds=Bounds(reclaim_within=75_000, write_checks_lease=token_and_lease))
+
+    def write(self, holder: str, token: int, accepted: bool, fence: int | None, data: str | None,
+              target: str = "db/0") -> None:
+        """The resource handles ``holder``'s write with ``token`` (under lease ``token``), leaving ``fence`` and
+        ``data`` on ``target``, and reports it ``accepted`` or refused."""
+        for table, value in ((self.resource.fences, fence), (self.resource.data, data)):
+            if value is None:
+                table.pop(target, None)
+            else:
+                table[target] = value
+        report = self.ghost.write_accepted if accepted else self.ghost.write_refused
+        report(holder, token, token, target)
 
     def acquire(self, lease: int, holder: str, expiry: int = 60_000, slots: int = 1, token: int | None = None,
                 seat: int = 0) -> None:
@@ -302,6 +334,8 @@ def test_a_disabled_invariant_is_not_checked(invariant):
         "write-progress": lambda: (w.acquire(1, "c1", token=1), w.ghost.write_refused("c1", 1, 1, "db/0")),
         "expiry-only-forward": lambda: (w.acquire(1, "c1", expiry=100), w.view.expiries.update({1: 50}),
                                         w.ghost.lease_renewed(1, "db")),
+        "fence-only-up": lambda: (w.write("c2", 2, True, 2, "c2"), w.write("c3", 3, True, 1, "c3")),
+        "refused-changes-nothing": lambda: (w.write("c2", 2, True, 2, "c2"), w.write("c1", 1, False, 2, "c1")),
     }
     situations[invariant]()
 
@@ -327,6 +361,52 @@ def test_a_new_lease_under_a_reused_id_starts_its_expiry_afresh():
     w.acquire(1, "c2", expiry=20_000)  # an id handed out again: its expiry is its own, not the old lease's
     w.view.expiries[1] = 30_000
     w.ghost.lease_renewed(1, "db")
+
+
+# --- the resource's fence only goes up, and a refused write changes nothing -----------------------------
+
+def test_a_write_that_lowers_the_resources_fence_is_flagged_accepted_or_refused():
+    w = World(enabled=("fence-only-up",))
+    w.write("c1", 1, True, 1, "c1")
+    w.write("c2", 2, True, 2, "c2")  # raised
+    w.write("c2", 2, True, 2, "c2")  # kept
+    w.write("c1", 1, False, 2, "c2")  # a stale write refused, the fence left alone
+    v = flagged("fence-only-up", lambda: w.write("c1", 1, False, 1, "c1"))
+    assert v.message == ("the resource's fence on db/0 was token 2 after the last write there and is token 1 after "
+                         "c1's write with token 1 (refused)")
+    w = World(enabled=("fence-only-up",))
+    w.write("c2", 2, True, 2, "c2")
+    v = flagged("fence-only-up", lambda: w.write("c3", 3, True, None, "c3"))  # a fence lost
+    assert "is gone after c3's write with token 3 (accepted)" in v.message
+
+
+def test_the_fence_is_judged_per_target_from_the_first_write_seen_there():
+    w = World(capacity=2, enabled=("fence-only-up",))
+    w.write("c2", 5, True, 5, "c2", target="db/0")
+    w.write("c1", 1, True, 1, "c1", target="db/1")  # another seat: its own fence, unknown before this write
+    w.write("c3", 4, True, 4, "c3", target="db/1")
+    flagged("fence-only-up", lambda: w.write("c1", 3, True, 3, "c1", target="db/1"))
+
+
+def test_a_refused_write_that_changes_the_resource_is_flagged_and_one_that_changes_nothing_is_not():
+    w = World(capacity=2, enabled=("refused-changes-nothing",))
+    w.write("c9", 9, False, None, "c9 wrote", target="db/1")  # the first write seen there: what it found is unknown
+    w.write("c2", 2, True, 2, "c2 wrote")
+    w.write("c1", 1, False, 2, "c2 wrote")  # refused, nothing changed
+    w.write("c2", 2, True, 2, "c2 wrote again")  # accepted: it may change what it likes
+    v = flagged("refused-changes-nothing", lambda: w.write("c1", 1, False, 2, "c1 wrote"))
+    assert v.message == ("the resource refused c1's write to db/0 with token 1, yet changed its contents from "
+                         "'c2 wrote again' to 'c1 wrote'")
+    v = flagged("refused-changes-nothing", lambda: w.write("c1", 1, False, 1, "c1 wrote"))
+    assert v.message.endswith("yet changed its fence from 2 to 1")
+
+
+def test_a_resource_that_shows_no_state_has_neither_checked():
+    w = World(resource=False)
+    w.ghost.write_accepted("c2", 2, 2, "db/0")
+    w.ghost.write_refused("c1", 1, 1, "db/0")
+    units = {u.id: u for u in w.ghost.units}
+    assert units["fence-only-up"].checks == units["refused-changes-nothing"].checks == 0
 
 
 # --- fencing: unique tokens, exclusive seats, write progress -----------------------------------------
@@ -476,6 +556,17 @@ def test_owner_only_update_flags_an_ack_from_a_former_claim():
     w.ghost.update_accepted(3, 2, "completed")
     v = flagged("owner-only-update", lambda: w.ghost.update_accepted(3, 1, "completed"))
     assert "claim 1" in v.message and "current claim is 2" in v.message
+
+
+def test_claim_token_changes_flags_a_run_handed_over_under_a_token_it_had_before():
+    w = RunWorld()
+    w.claim(3, 1, "c1#1")
+    w.claim(3, 4, "c2#1")  # redelivered under a new, higher token: fine
+    w.claim(5, 2, "c1#1")  # another run: its own tokens
+    v = flagged("claim-token-changes", lambda: w.claim(3, 4, "c3#1"))
+    assert v.message == ("run 3 was handed to c3#1 under claim 4, where c2#1 had claim 4 before it: c2#1's late ack "
+                         "or heartbeat would pass for c3#1's")
+    flagged("claim-token-changes", lambda: w.claim(5, 1, "c2#1"))  # a token below an earlier one
 
 
 def test_single_executor_flags_two_workers_on_one_run():

@@ -187,7 +187,7 @@ def test_the_adapter_runs_and_its_correct_form_is_never_accused(home, capsys):
     assert code == 0 and data["model"] == "my_limiter:model" and data["result"] == "ok"
     assert data["invariants"] == ["slot-accounting", "capacity", "no-foreign-release", "fenced-writes",
                                   "single-executor", "stranded-slot", "expiry-only-forward", "unique-tokens", "exclusive-seats",
-                                  "write-progress"]
+                                  "write-progress", "fence-only-up", "refused-changes-nothing"]
     code, out, _ = dst(capsys, "fuzz", "--model", "my_limiter:model", "--count", "300", "--workers", "2", "--json")
     assert code == 0 and json.loads(out)["violations"] == 0
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import types
 from typing import (Any, Callable, Coroutine, Generator, Generic, Iterable, Literal, Mapping, Protocol,
-                    Sequence, TypeVar, cast, dataclass_transform)
+                    Sequence, TypeVar, cast, dataclass_transform, runtime_checkable)
 
 import attrs
 
@@ -37,7 +37,7 @@ __all__ = [
     "SERVER", "RESOURCE", "Clock", "format_time",
     "store_step", "sleep", "call", "work", "moment", "Waiters",
     "message", "Submit", "Cancel", "RunClaim",
-    "Facts", "LeaseView", "RunView", "ClaimView", "Bounds",
+    "Facts", "LeaseView", "RunView", "ClaimView", "ResourceView", "Bounds",
     "Service", "Resource", "Order", "Job", "Handler", "System",
     "Workload", "Env", "Bug", "Situation", "Model", "option", "OptionError", "OptionKind",
 ]
@@ -235,13 +235,14 @@ class Facts(Protocol):
         """The resource accepted a write to ``target`` (the thing its fence guards) with ``token``."""
 
     def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
-        """The resource refused a write (report it to have ``write-progress`` checked)."""
+        """The resource refused a write (report it to have ``write-progress`` checked, and, from a resource that is a
+        :class:`ResourceView`, ``fence-only-up`` and ``refused-changes-nothing``)."""
 
     def run_state(self, run: int, state: str) -> None:
         """A run entered a state: SCHEDULED, RUNNING, CANCELLING, CANCELLED or COMPLETED."""
 
     def claimed(self, run: int, token: int) -> None:
-        """A run was delivered to a worker under a new claim ``token``."""
+        """A run was delivered to a worker under a new claim ``token``: report every delivery, redeliveries too."""
 
     def update_accepted(self, run: int, token: int, what: str) -> None:
         """An ack or terminal write (``what``) under claim ``token`` was accepted."""
@@ -287,6 +288,20 @@ class RunView(Protocol):
 
     def entered(self, run: int) -> int | None:
         """When the run entered its current state (None: no such run)."""
+
+
+@runtime_checkable
+class ResourceView(Protocol):
+    """The protected resource's state, read-only: what a resource may also answer (``System.resource``), to have
+    ``fence-only-up`` and ``refused-changes-nothing`` checked. The harness reads a target's state at each write
+    reported there (``Facts.write_accepted``, ``write_refused``) and compares it with what the last one left."""
+
+    def fence(self, target: str) -> int | None:
+        """The token the resource keeps for ``target`` to compare the next write's with (None: none yet)."""
+
+    def contents(self, target: str) -> object:
+        """What the writes to ``target`` have left there (its data, its last writer), compared by equality and
+        shown in a violation's message (None: nothing yet)."""
 
 
 @attrs.frozen
@@ -339,7 +354,7 @@ class Service(Protocol):
 
 class Resource(Protocol):
     """The protected resource (a database, a file) behind the fence: its writes arrive from clients at
-    :data:`RESOURCE`."""
+    :data:`RESOURCE`. One that is also a :class:`ResourceView` shows the harness what it stores."""
 
     def write(self, request: Any) -> Any:
         """Apply one protected write atomically, on delivery; return the response."""

@@ -15,7 +15,7 @@ from heapq import heappop, heappush
 from typing import Any, Callable
 
 from ..sim.kernel import Kernel, StopRun
-from ..sut import Bounds, Cancel, LeaseView, RunView
+from ..sut import Bounds, Cancel, LeaseView, ResourceView, RunView
 
 # The hooks a unit may define, and what they are called with:
 HOOKS = (
@@ -96,6 +96,7 @@ class Books:
         self.limits = limits
         self.view: LeaseView = _NoLeases()
         self.runs_view: RunView | None = None
+        self.resource: ResourceView | None = None  # the resource's own state, when it shows it
         self.bounds = Bounds()
         self.server = ServerWatch(kernel)
         self.model_reached: dict[str, int] = {}
@@ -126,6 +127,9 @@ class Books:
         self.target_of: dict[int, str] = {}  # lease -> what its token fences
         self.newest_token: dict[str, int] = {}  # target -> the newest token handed out for it
         self.on_target: dict[str, set[int]] = {}  # target -> the stored leases that hold it
+        # The resource's (fence, contents) per target, as its view showed them after the last write reported there:
+        self.stored: dict[str, tuple[int | None, object]] = {}
+        self.stored_before: tuple[int | None, object] | None = None  # during a write's checks: its target's, before
         # Run books.
         self.run_states: dict[int, str] = {}
         self.current_claim: dict[int, int] = {}  # run -> token of its current claim
@@ -234,12 +238,22 @@ class Books:
             self._removed_while_working.append((holder, lease))
 
     def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+        self._saw_write(target)
         for check in self._write_accepted:
             check(holder, lease, token, target)
 
     def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        self._saw_write(target)
         for check in self._watchers["write_refused"]:
             check(holder, lease, token, target)
+
+    def _saw_write(self, target: str) -> None:
+        # Nothing but a write changes what the resource keeps for a target: the state the last write there left is
+        # what this one found (None: the first write seen there, whose before is unknown).
+        view = self.resource
+        if view is not None:
+            self.stored_before = self.stored.get(target)
+            self.stored[target] = (view.fence(target), view.contents(target))
 
     # --- dst.sut.Facts: runs ----------------------------------------------------------------
 

@@ -79,3 +79,57 @@ class WriteProgress(Invariant):
         if g.recognised_lease(lease, holder) and g.token_of.get(lease) == token == g.newest_token.get(target):
             self.fail(f"the resource refused {holder}'s write to {target} with token {token}, the newest handed out "
                       f"for it, while the authority recognises L{lease} ({g.lease_state(lease)})")
+
+
+@invariant
+class FenceOnlyUp(Invariant):
+    id = "fence-only-up"
+    title = "resource-fence-lowered"
+    statement = ("the fence the resource keeps for a target (the token it compares the next write's with) never goes "
+                 "down: a write, accepted or refused, leaves it where it was or raises it (checked when the resource "
+                 "shows its state)")
+    parts = LEASES
+    names = CAUSE
+    because = "checked at the write that lowered the fence: a resource that applies before it compares is the slip"
+
+    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+        self._not_lowered(holder, token, target, "accepted")
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        self._not_lowered(holder, token, target, "refused")
+
+    def _not_lowered(self, holder: str, token: int, target: str, answer: str) -> None:
+        g = self.g
+        before = g.stored_before
+        if before is None:
+            return  # no resource view, or the first write seen there
+        self.checks += 1
+        was, now = before[0], g.stored[target][0]
+        if was is not None and (now is None or now < was):
+            lowered = "gone" if now is None else f"token {now}"
+            self.fail(f"the resource's fence on {target} was token {was} after the last write there and is {lowered} "
+                      f"after {holder}'s write with token {token} ({answer})")
+
+
+@invariant
+class RefusedChangesNothing(Invariant):
+    id = "refused-changes-nothing"
+    title = "refused-write-changed-the-resource"
+    statement = ("a write the resource refuses changes nothing there: the target's fence and contents are what they "
+                 "were before it (checked when the resource shows its state)")
+    parts = LEASES
+    names = CAUSE
+    because = "checked at the refused write itself: applying a write it then refuses is the slip"
+
+    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+        g = self.g
+        before = g.stored_before
+        if before is None:
+            return  # no resource view, or the first write seen there
+        self.checks += 1
+        after = g.stored[target]
+        if after != before:
+            changed = [f"its {what} from {was!r} to {now!r}"
+                       for what, was, now in zip(("fence", "contents"), before, after) if was != now]
+            self.fail(f"the resource refused {holder}'s write to {target} with token {token}, yet changed "
+                      f"{' and '.join(changed)}")

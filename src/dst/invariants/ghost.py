@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..sut import Bounds, LeaseView, RunView
+from ..sut import Bounds, LeaseView, Resource, ResourceView, RunView
 from .base import INVARIANTS, WATCHES, Invariant, Unit
 from .books import HOOKS, Books
 from .situations import SITUATIONS, Situation
@@ -18,11 +18,13 @@ class Ghost(Books):
     situations: tuple[Situation, ...] = ()
 
     def watch(self, invariants: Iterable[str], *, leases: LeaseView | None, runs: RunView | None,
-              bounds: Bounds) -> None:
-        """Check these invariants (ids), against these views, held to these bounds."""
+              bounds: Bounds, resource: Resource | None = None) -> None:
+        """Check these invariants (ids), against these views, held to these bounds (and the resource's state, if
+        it shows it: a :class:`~dst.sut.ResourceView`)."""
         if leases is not None:
             self.view = leases
         self.runs_view = runs
+        self.resource = resource if isinstance(resource, ResourceView) else None
         self.bounds = bounds
         chosen = set(invariants)
         parts = {"leases"} if leases is not None else set()

@@ -103,3 +103,31 @@ class OwnerOnlyUpdate(Invariant):
         if current != token:
             self.fail(f"run {run} was marked {what} by claim {token}, but its current claim is {current}: "
                       f"a former owner overwrote its successor")
+
+
+@invariant
+class ClaimTokenChanges(Invariant):
+    id = "claim-token-changes"
+    title = "run-handed-over-under-an-old-token"
+    statement = ("every delivery of a run is a new claim whose token is above those of the run's earlier claims, so a "
+                 "former owner's late ack or heartbeat, under its old token, never passes for the current owner's "
+                 "(owner-only-update compares by token)")
+    parts = RUNS
+    names = CAUSE
+    because = "checked at the hand-over that reused a token: the executions and late acks it allows come after"
+
+    def __init__(self, ghost: Any) -> None:
+        super().__init__(ghost)
+        self.consumer: dict[int, str] = {}  # run -> the consumer its current claim was handed to, as the view said
+
+    def claimed(self, run: int, token: int) -> None:
+        self.checks += 1
+        g = self.g
+        held = g.runs_view.claim_of(run) if g.runs_view is not None else None
+        consumer = held.consumer if held is not None and held.token == token else "a worker"
+        before = g.current_claim.get(run)  # the highest so far: each claim before it was checked to rise
+        if before is not None and token <= before:
+            former = self.consumer.get(run, "a worker")
+            self.fail(f"run {run} was handed to {consumer} under claim {token}, where {former} had claim {before} "
+                      f"before it: {former}'s late ack or heartbeat would pass for {consumer}'s")
+        self.consumer[run] = consumer

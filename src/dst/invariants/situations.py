@@ -88,7 +88,7 @@ class ServerDownWithLeases(Situation):
     id = "server-down-with-leases"
     statement = "the server restarted or froze while leases were stored"
     parts = LEASES
-    tests = ("slot-accounting", "unique-tokens", "exclusive-seats", "stranded-slot")
+    tests = ("slot-accounting", "unique-tokens", "exclusive-seats", "stranded-slot", "fence-only-up")
     never = "the server never went down while leases were held"
 
     def server_down(self) -> None:
@@ -124,7 +124,7 @@ class StaleWrite(Situation):
     id = "stale-write"
     statement = "a holder wrote with a token older than the newest one handed out for that target"
     parts = LEASES
-    tests = ("fenced-writes",)
+    tests = ("fenced-writes", "fence-only-up", "refused-changes-nothing")
     never = "no write ever came with a superseded token"
 
     def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
@@ -139,7 +139,7 @@ class RedeliveredWhileWorking(Situation):
     id = "redelivered-while-working"
     statement = "a run was delivered to a worker under a new claim while another still worked on it"
     parts = RUNS
-    tests = ("single-executor", "owner-only-update")
+    tests = ("single-executor", "owner-only-update", "claim-token-changes")
     never = "no run was ever redelivered while a worker still worked on it"
 
     def claimed(self, run: int, token: int) -> None:
@@ -152,7 +152,7 @@ class WorkerDiedWithRun(Situation):
     id = "worker-died-with-run"
     statement = "a worker crashed or restarted while it worked on a run"
     parts = RUNS
-    tests = ("at-least-once", "single-executor", "bounded-transition")
+    tests = ("at-least-once", "single-executor", "bounded-transition", "claim-token-changes")
     never = "no worker ever died in the middle of a run"
 
     def client_died(self, client: str, held: list[int]) -> None:

@@ -27,7 +27,7 @@ CATALOGUE: tuple[Bug, ...] = (
         story="Two acquires both read 0 slots in use, both pass the check, both increment: 2 holders on a limit of 1. Seen as active_slots=2 on a limit of 1 (Prefect discussion #20520)."),
     Bug("unfenced-resource", ("fenced-writes",), 3, "the protected resource checks no token",
         story="A acquires (token 1) and pauses; its lease expires and is reaped; B acquires (token 2) and writes; A wakes and writes: accepted. Kleppmann's fencing argument; etcd's lock docs."),
-    Bug("volatile-fence-counter", ("unique-tokens", "fenced-writes"), 4, "the fencing counter resets on restart",
+    Bug("volatile-fence-counter", ("unique-tokens", "fenced-writes", "fence-only-up"), 4, "the fencing counter resets on restart",
         story="A gets token 5 and writes. The server restarts and its counter starts over: B is handed token 1, a token already given out; A's late write with 5 now beats B's 1. Seen in docket's generation counter."),
     Bug("unchecked-release", ("no-foreign-release", "capacity"), 4,
         "release compares the owner and deletes by key in separate steps",
@@ -50,6 +50,12 @@ CATALOGUE: tuple[Bug, ...] = (
     Bug("strict-fence", ("write-progress",), 1,
         "the resource refuses a token equal to the highest it accepted: a holder's second write is lost",
         story="A acquires (token 1) and writes: accepted, the highest is 1. A writes again with the same token: refused, though its lease is current. An off-by-one in the fence's comparison."),
+    Bug("fence-after-write", ("fence-only-up", "refused-changes-nothing", "fenced-writes"), 3,
+        "the resource applies a write, then compares its token: a stale write lowers the fence and is refused",
+        story="A acquires (token 1) and pauses before its write; its lease expires; B acquires (token 2) and writes: the fence is 2. A wakes and writes with token 1: the resource stores it, fence 1, then compares 1 with the 2 it read and answers refused. A is told no; the fence now lets any token from 1 in. Seen wherever the check is made after the write (an UPDATE that returns the old fence, compared in code) with nothing to roll it back."),
+    Bug("refused-write-applied", ("refused-changes-nothing",), 3,
+        "the resource writes the data before it compares the token, and keeps it when it refuses the write",
+        story="A acquires (token 1) and pauses before its write; its lease expires; B acquires (token 2) and writes. A wakes and writes with token 1: the resource upserts A's data, then compares the token and refuses it, leaving the fence at 2. A is told no, yet its stale data replaced B's. Seen where the data and the fence live in two tables written one after the other, outside one transaction."),
     Bug("trusts-client-clock", ("single-executor", "capacity", "exclusive-seats"), 2,
         "the holder judges its lease by the server's expiry against its own wall clock",
         story="A acquires; its wall clock is set back 30 s; it judges its lease by the server's expiry against that clock, renews late and works on after the authority let the lease go. A client cannot extend a hold by changing its clock."),
@@ -68,6 +74,9 @@ CATALOGUE: tuple[Bug, ...] = (
         story="An admission is sent and delayed; its cancel arrives first and finds nothing to cancel; the admission arrives and the cancelled run starts. docket's cancel-then-add."),
     Bug("unconditional-ack", ("owner-only-update",), 4, "a former owner's late ack overwrites its successor's",
         story="W1 reserves M and pauses; the reservation expires; W2 reserves M and acknowledges; W1 wakes and marks M done with its old claim, over W2's. Seen in docket #335."),
+    Bug("redelivery-keeps-token", ("claim-token-changes", "single-executor"), 3,
+        "a redelivery hands the run to a new worker under the claim's old token",
+        story="W1 reads run R (claim 1) and dies or stalls; the redelivery timeout passes; W2 reads R and is handed it under claim 1 again. W1's late ack or heartbeat, made under claim 1, now passes for W2's. Seen in Redis streams: XAUTOCLAIM hands a pending entry to a new consumer under its same message id, and XACK takes that id from any consumer of the group."),
 )
 
 KNOWN_BUGS: tuple[str, ...] = tuple(bug.slug for bug in CATALOGUE)

@@ -139,9 +139,12 @@ class RunStore:
         run.state, run.state_id, run.entered = state, run.state_id + 1, now
         self.facts.run_state(run.id, state)
 
-    def claim(self, run: int, consumer: str, now: int) -> Claim:
-        self.claim_seq += 1
-        claim = self.pending[run] = Claim(run, consumer, self.claim_seq, now)
+    def claim(self, run: int, consumer: str, now: int, token: int | None = None) -> Claim:
+        """Hand ``run`` to ``consumer`` under a new claim (under ``token`` only by the catalogue's bug)."""
+        if token is None:
+            self.claim_seq += 1
+            token = self.claim_seq
+        claim = self.pending[run] = Claim(run, consumer, token, now)
         self.facts.claimed(run, claim.token)
         return claim
 
@@ -216,7 +219,10 @@ class RunService:
                 if now - claim.idle_since >= self.reclaim_after and store.runs[claim.run].state == RUNNING:
                     run = store.runs[claim.run]
                     del store.pending[claim.run]  # re-insert: pending stays in delivery order
-                    fresh = store.claim(run.id, req.consumer, now)
+                    # wrong (redelivery-keeps-token): handed over under its old token, as XAUTOCLAIM keeps a message's
+                    # id, so the former owner's late ack or heartbeat passes for the new owner's
+                    kept = claim.token if self.bugs.redelivery_keeps_token else None
+                    fresh = store.claim(run.id, req.consumer, now, kept)
                     return Delivery(run.id, fresh.token, run.work, True)
         # wrong (no-redelivery) is the missing branch above: a crashed reader's entry is never seen again.
         while store.queue:

@@ -181,7 +181,7 @@ class Simulation:
         check_bounds(scenario, bounds, slack, has_runs, self.invariants)
         self.traced.view = system.leases
         ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
-                    bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
+                    resource=system.resource, bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                         transition_within=bounds.transition_within + slack))
         ghost.recorder = self._violated
         # The consequence window: the longest the model's bounds give a case of this kind of system to settle
