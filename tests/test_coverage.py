@@ -195,6 +195,14 @@ def test_a_report_is_drawn_from_its_own_data_and_runs_no_code(tmp_path: Path, ca
 FINDINGS = sorted((Path(__file__).resolve().parents[1] / "findings").glob("[0-9]*.toml"))
 
 
+def test_the_shipped_findings_violate_every_invariant_a_catalogue_bug_breaks_first() -> None:
+    # So the test below feeds a report with a violation of each of them.
+    from dst.reference.bugs import CATALOGUE
+
+    violated = {read(path).invariant for path in FINDINGS}
+    assert {bug.breaks[0] for bug in CATALOGUE} <= violated
+
+
 @pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.name[:3])
 def test_no_summary_line_contradicts_the_violation_it_reports(path: Path) -> None:
     # Each shipped finding violates one invariant (they cover every one the catalogue's bugs break): the report
