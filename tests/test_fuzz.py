@@ -177,3 +177,11 @@ def test_a_buggy_renewal_whose_lease_went_meanwhile_is_refused_not_a_crash_of_th
     # (the SortedList of expiries raised ValueError: a model error, where the bug's story has none).
     result = run(swarm(bug_scenario("renew-stale-stamp"), seed), seed)
     assert result.violation is None or result.violation.invariant != "model-error"
+
+
+def test_a_list_of_like_items_is_one_shape_however_long_it_is():
+    # Two holders over the limit or three are one bug: one signature, not one per number of owners.
+    two = "leases the authority recognises hold 2 slot(s) of 'db', capacity 1; owners: L7(c2)=1, L8(c3)=1"
+    three = "leases the authority recognises hold 3 slot(s) of 'db', capacity 2; owners: L1(c1)=1, L2(c4)=1, L3(c3)=1"
+    assert shape(two) == shape(three)
+    assert shape("c1 and c2 both work") != shape("c1 works")

@@ -100,4 +100,7 @@ def shape(message: str) -> str:
     message = re.sub(r"\bL\d+\b", "L#", message)
     message = re.sub(r"\bc\d+(#\d+)?\b", "c#", message)
     message = re.sub(r"t=\d+(\.\d+)?m?s\b", "t=#", message)
-    return re.sub(r"\d+", "#", message)
+    message = re.sub(r"\d+", "#", message)
+    # A list of like items is one shape however long it is (owners: L#(c#)=#, L#(c#)=#, ...): two holders over
+    # the limit or three are the same bug.
+    return re.sub(r"(?<![^\s:;(])([^\s,;]+)(?:, \1)+(?![^\s,;)])", r"\1, ...", message)
