@@ -57,7 +57,7 @@ SLIPS: tuple[Slip, ...] = (
          "admission compares the slots in use with the limit, not the slots in use plus those asked for: A holds the "
          "only slot, B is admitted too"),
     Slip("deadline-from-receipt", "client.py", "self._timing(sent, response.expiry)",
-         "self._timing(clock.now, response.expiry)", 3,
+         "self._timing(clock.now, response.expiry)", 2,
          "the holder counts its lease from when the grant arrived, not from when it asked: a grant held up on the "
          "wire leaves it working after the server's expiry, while a successor holds the slot"),
     Slip("release-leaves-row", "service.py", "if store.drop_lease(lease.id) is None:",
@@ -67,14 +67,14 @@ SLIPS: tuple[Slip, ...] = (
          "claim = self.store.pending.get(req.run)\n", 3,
          "a heartbeat is matched to the run, not to its claim: a former owner's heartbeat is accepted after the run "
          "was redelivered, and it works on beside the new owner"),
-    Slip("heartbeat-forgets-refresh", "runs.py", "claim.idle_since = self.clock.now\n", "pass\n", 2,
+    Slip("heartbeat-forgets-refresh", "runs.py", "claim.idle_since = self.clock.now\n", "pass\n", 3,
          "a heartbeat is answered but does not refresh the claim's idle time: a run that outlives the redelivery "
          "timeout is redelivered while its worker still works"),
     Slip("renew-from-old-expiry", "service.py", "self.store.set_expiry(lease, now + self.ttl)",
          "self.store.set_expiry(lease, lease.expiry + self.ttl)", 2,
          "renew adds the TTL to the old expiry, not to now: each renewal pushes the expiry further out, and a holder "
          "that dies after several is reclaimed long after TTL + reaper interval"),
-    Slip("fence-per-limit", "resource.py", "(req.limit, req.seat)", "(req.limit, 0)", 4,
+    Slip("fence-per-limit", "resource.py", "(req.limit, req.seat)", "(req.limit, 0)", 2,
          "the resource keeps one highest token per limit, not per seat: on a limit of 2, the holder of the other "
          "seat with an older token is refused while its lease is current"),
     Slip("renew-in-two-steps", "service.py",
@@ -205,9 +205,16 @@ def main() -> None:
             s.sketch for s in SLIPS if s.slug == name)
         result["written_for_the_benchmark"] = name not in catalogue
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"seconds_per_range": seconds, "starts": list(starts), "src": str(args.src),
+    args.out.write_text(json.dumps({"seconds_per_range": seconds, "starts": list(starts), "commit": _commit(args.src),
                                     "bugs": results}, indent=1) + "\n")
     _print(results, starts, seconds, time.perf_counter() - began, args.out)
+
+
+def _commit(src: Path) -> str | None:
+    """The commit the measured package was checked out at (None outside a git checkout)."""
+    done = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() or None
 
 
 def _print(results: dict[str, Any], starts: tuple[int, ...], seconds: float, wall: float, out: Path) -> None:
