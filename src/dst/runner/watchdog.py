@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import signal
 import sys
 import threading
 import time
@@ -109,6 +110,10 @@ _started_in: int | None = None  # the process the thread runs in (a forked worke
 
 def _look() -> None:
     """The thread: interrupt a run whose clock stood still too long."""
+    if hasattr(signal, "pthread_sigmask"):
+        # Ctrl-C and SIGTERM are the main thread's: delivered here while a run's build or close holds them there,
+        # they could wait unseen (this thread runs no Python handler), and the campaign would go on.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     seen: tuple[watching, int] | None = None
     since = 0.0
     while True:
