@@ -97,11 +97,13 @@ def test_an_aimed_seed_runs_again_from_its_command(capsys) -> None:
     assert json.loads(capsys.readouterr().out)["trace_digest"] == result.digest
 
 
-def test_the_default_campaign_gives_the_same_outcomes_on_any_number_of_workers() -> None:
-    roster = default_campaign(attrs.evolve(load_scenario(None), bugs=("renew-stale-stamp",)))
+def test_a_steered_campaign_gives_the_same_outcomes_on_any_number_of_workers() -> None:
+    # Four of the default campaign's scenarios: blocks of 16 seeds, so 112 seeds are seven blocks, five of them
+    # weighed on what the blocks before them reached, while chunks of seeds are in flight in the pool.
+    roster = default_campaign(attrs.evolve(load_scenario(None), bugs=("renew-stale-stamp",)))[:4]
 
     def outcomes(workers: int) -> list[tuple[int, int, str | None]]:
-        return [(o.seed, o.arm, o.invariant) for o in campaign(roster, seeds(1, 301, None), use_swarm=True,
+        return [(o.seed, o.arm, o.invariant) for o in campaign(roster, seeds(1, 113, None), use_swarm=True,
                                                                workers=workers)]
 
     one = outcomes(1)
