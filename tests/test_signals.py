@@ -187,3 +187,16 @@ def test_a_stopped_campaign_keeps_the_seeds_a_worker_finished_before_the_one_it_
                                 workers=2, stop=stop):
             seeds.append(outcome.seed)
     assert seeds == [2, 4]
+
+
+def test_a_campaign_started_with_signals_blocked_still_stops_on_them(tmp_path):
+    # A process inherits its parent's blocked signals (a parent inside a run's build or close holds them): dst takes
+    # Ctrl-C and SIGTERM back, or the campaign would run on, deaf to them.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        proc, _ = start(tmp_path, 1)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130

@@ -56,6 +56,10 @@ def _terminate(signum: int, frame: object) -> None:
 def entry() -> NoReturn:
     """The ``dst`` program: :func:`main`, then exit with its code, without waiting for threads a model started
     and left running (a non-daemon thread would keep the process alive after it printed its result)."""
+    if hasattr(signal, "pthread_sigmask"):
+        # A process inherits its parent's blocked signals: one started by a process that held Ctrl-C and SIGTERM
+        # (as a run's build and close hold them) would never see them, and a campaign would not stop. They are dst's.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     code = main()
     strays = [t.name for t in threading.enumerate()
               if t is not threading.main_thread() and not t.daemon and t.is_alive()]
