@@ -189,14 +189,19 @@ def test_a_stopped_campaign_keeps_the_seeds_a_worker_finished_before_the_one_it_
     assert seeds == [2, 4]
 
 
-def test_a_campaign_started_with_signals_blocked_still_stops_on_them(tmp_path):
-    # A process inherits its parent's blocked signals (a parent inside a run's build or close holds them): dst takes
-    # Ctrl-C and SIGTERM back, or the campaign would run on, deaf to them.
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+@pytest.mark.parametrize("how", ["blocked", "ignored"])
+def test_a_campaign_started_with_ctrl_c_blocked_or_ignored_still_stops_on_it(tmp_path, how):
+    # A process inherits its parent's blocked signals (a parent inside a run's build or close holds them) and an
+    # ignored Ctrl-C (a shell starting a background command): dst takes Ctrl-C back, or the campaign would run on.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) if how == "blocked" else None
+    was = signal.signal(signal.SIGINT, signal.SIG_IGN) if how == "ignored" else None
     try:
         proc, _ = start(tmp_path, 1)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if was is not None:
+            signal.signal(signal.SIGINT, was)
     os.killpg(proc.pid, signal.SIGINT)
     proc.communicate(timeout=30)
     assert proc.returncode == 130

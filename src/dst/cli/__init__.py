@@ -60,6 +60,9 @@ def entry() -> NoReturn:
         # A process inherits its parent's blocked signals: one started by a process that held Ctrl-C and SIGTERM
         # (as a run's build and close hold them) would never see them, and a campaign would not stop. They are dst's.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Ignored, as a shell without job control starts a background command: Ctrl-C sent to dst still stops it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     code = main()
     strays = [t.name for t in threading.enumerate()
               if t is not threading.main_thread() and not t.daemon and t.is_alive()]
