@@ -9,6 +9,7 @@ rate (per virtual minute) and pick their target from the fault kind's own stream
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ..faults import BY_NAME, FAULTS
 from ..plan import Step, make_step, sort_steps
@@ -98,3 +99,21 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
     # Ids in time order; ties by actor and action so the numbering is a pure function of the draws.
     raw.sort(key=lambda r: (r[0], r[1], r[2]))
     return sort_steps(make_step(i, at, actor, action, **args) for i, (at, actor, action, args) in enumerate(raw, 1))
+
+
+class Order:
+    """A plan step as its client program sees it: a step's missing job arguments take the workload's defaults."""
+
+    __slots__ = ("step", "defaults", "wall_clock")
+
+    def __init__(self, step: Step, defaults: dict[str, object], wall_clock: Any) -> None:
+        self.step = step
+        self.defaults = defaults
+        self.wall_clock = wall_clock
+
+    @property
+    def action(self) -> str:
+        return self.step.action
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        return self.step.arg(name, self.defaults.get(name, default))

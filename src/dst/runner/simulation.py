@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
 import time
 from collections import Counter
@@ -30,10 +29,10 @@ from ..frames import described, raised_in, short
 from ..invariants import BY_ID, INVARIANTS, Ghost, cause_of
 from ..invariants.ghost import FactsGate
 from ..invariants.situations import cases_met, catalogue
-from ..models import ModelError, name_of, resolve
+from ..models import ModelError
 from ..faults import fault_of, is_pinned
 from ..plan import Step, is_client
-from ..scenario import Scenario, with_model
+from ..scenario import Scenario
 from ..sim.facts import TracedFacts
 from ..sim.hosts import ClientHost, ResourceHost, ServerHost, UserHost, handling, handling_now, raised_by, running_in
 from ..sim.kernel import Kernel, Pause
@@ -42,10 +41,11 @@ from ..sim.process import ClientProcess, ServerProcess
 from ..sim.rng import Streams
 from ..sim.store import RoundTrips
 from ..sim.trace import SENT, Event, detail_args, format_time, key_name
-from ..sut import RESOURCE, SERVER, Cancel, Env, Model, Submit, System, Workload
+from ..sut import RESOURCE, SERVER, Cancel, Env, Submit, System, Workload
 from ..text import format_duration
 from .bounds import check_bounds
-from .generate import generate_plan
+from .generate import Order, generate_plan
+from .hold import SignalsHeld
 from .result import RunResult, Unjudged, ViolationReport
 from .watchdog import watching
 
@@ -58,43 +58,6 @@ class Cut(Exception):
 
 
 _CHECK_WALL_EVERY = 20_000  # events between looks at the wall clock, when a run has a deadline
-
-
-class _Order:
-    """A plan step as its client program sees it: a step's missing job arguments take the workload's defaults."""
-
-    __slots__ = ("step", "defaults", "wall_clock")
-
-    def __init__(self, step: Step, defaults: dict[str, object], wall_clock: Any) -> None:
-        self.step = step
-        self.defaults = defaults
-        self.wall_clock = wall_clock
-
-    @property
-    def action(self) -> str:
-        return self.step.action
-
-    def arg(self, name: str, default: Any = None) -> Any:
-        return self.step.arg(name, self.defaults.get(name, default))
-
-
-class _SignalsHeld:
-    """Ctrl-C and SIGTERM wait until the block is done: a model's build and close are not cut halfway, so
-    what a build opened is closed even in a run that a signal stops. (A plain class: entering the block
-    costs as few bytecodes as can be, each one a moment a signal could still strike before the hold.)"""
-
-    __slots__ = ("_mask",)
-    _HELD = (signal.SIGINT, signal.SIGTERM)
-
-    def __enter__(self) -> None:
-        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self._HELD) if _CAN_HOLD else None
-
-    def __exit__(self, *exc: object) -> None:
-        if self._mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
-
-
-_CAN_HOLD = hasattr(signal, "pthread_sigmask")
 
 
 class Simulation:
@@ -137,7 +100,7 @@ class Simulation:
         self.error: ViolationReport | None = None  # the model's error that ended the run
         self.window = 0  # ms: how long the run goes on after its first violation
         try:
-            with _SignalsHeld():  # a signal waits, then strikes with the close in place
+            with SignalsHeld():  # a signal waits, then strikes with the close in place
                 try:
                     self.system: Any = model.build(env)
                 except UserError:
@@ -204,7 +167,7 @@ class Simulation:
                                        "writes": wl.writes[0]}
 
         def job(client: str, incarnation: int, step: Step) -> Any:
-            return system.job(client, incarnation, _Order(step, defaults, self.clients[client]))
+            return system.job(client, incarnation, Order(step, defaults, self.clients[client]))
 
         self.clients: Mapping[str, ClientProcess]
         self.server: ServerProcess
@@ -309,7 +272,7 @@ class Simulation:
         loop = getattr(self, "loop", None)
         if loop is not None:
             loop.close()  # the tasks still pending are dropped before their files go
-        with _SignalsHeld():
+        with SignalsHeld():
             close, self._close = self._close, None
             if close is not None:
                 close()
@@ -531,33 +494,3 @@ def _aio_systems() -> tuple[type, ...]:
 
     aio = sys.modules.get("dst.aio")
     return (aio.System,) if aio is not None else ()
-
-
-def run(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,
-        model: str | Model[Any] | Callable[..., System] | None = None, deadline: float | None = None,
-        clock: Callable[[], float] = time.monotonic) -> RunResult:
-    """Run one seeded simulation of ``scenario`` (its script, ``plan``, or a plan generated from the seed).
-
-    ``model`` runs another model than the scenario names: an importable name (``"package.module:model"``)
-    or the object bound to one (a finding records the name); one that cannot be found raises
-    :class:`~dst.models.ModelError`. A scenario whose keys contradict the model's
-    bounds raises :class:`~dst.scenario.ScenarioError`. ``deadline`` (on ``clock``) stops the run where it
-    is once passed, raising :class:`Cut`: it never changes what a finished run did."""
-    if model is not None:
-        scenario = on_model(scenario, model)
-    return Simulation(scenario, seed, plan, deadline=deadline, clock=clock).run()
-
-
-def on_model(scenario: Scenario, model: str | Model[Any] | Callable[..., System]) -> Scenario:
-    """``scenario`` run on ``model`` (an importable name, or the object bound to one): a model that cannot
-    be found raises :class:`~dst.models.ModelError`, one whose options the scenario contradicts
-    :class:`~dst.scenario.ScenarioError`."""
-    name = name_of(model)
-    resolve(name)
-    return with_model(scenario, name)
-
-
-def check(scenario: Scenario) -> None:
-    """Raise :class:`~dst.scenario.ScenarioError` if ``scenario`` contradicts its model's bounds (builds the
-    system once, and closes it)."""
-    Simulation(scenario, 0, ()).close()
