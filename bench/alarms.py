@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=0, help="index of the first scenario (to resume or split a run)")
     parser.add_argument("--seeds", type=int, default=4, help="seeds per scenario")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, default=OUT, help="where the JSON report goes")
     args = parser.parse_args()
 
     started = time.monotonic()
@@ -92,8 +93,8 @@ def main() -> None:
         "events": events, "wall_seconds": round(wall, 1), "workers": args.workers,
         "slowest_run": {"cpu_seconds": round(slowest[0], 2), "scenario": slowest[1], "seed": slowest[2]},
     }
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.parent.mkdir(exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
 
 

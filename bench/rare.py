@@ -100,16 +100,20 @@ def _catalogue() -> dict[str, Any]:
 def hunt(slug: str | None, start: int, seconds: float, minimize_it: bool) -> dict[str, Any]:
     """The default campaign of ``dst fuzz`` (with ``--bug slug`` if given) from ``start`` until its first violation
     or ``seconds`` of CPU; with ``minimize_it``, that violation minimized as ``dst fuzz`` does."""
-    from dst.cli.campaigns import _campaign_scenarios
+    from dst.cli import campaigns
     from dst.explore.fuzz import campaign, seeds
     from dst.explore.record import minimize
 
-    roster = _campaign_scenarios(argparse.Namespace(scenario=None, model=None, bug=[slug] if slug else [], aim=False,
-                                                       no_bugs=False))
+    args = argparse.Namespace(scenario=None, model=None, bug=[slug] if slug else [], aim=False, no_bugs=False)
+    if hasattr(campaigns, "_campaign_roster"):
+        made = campaigns._campaign_roster(args)
+        roster, broad = made.scenarios, {"broad": made.broad}
+    else:  # a checkout from before the broad scenarios had their share (``--src``)
+        roster, broad = campaigns._campaign_scenarios(args), {}
     began = time.process_time()
     n, found = 0, None
     for outcome in campaign(roster, seeds(start, None, None), use_swarm=True, workers=1, deadline=began + seconds,
-                            clock=time.process_time):
+                            clock=time.process_time, **broad):
         n += 1
         if outcome.invariant is not None:
             found = outcome

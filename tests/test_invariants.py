@@ -558,6 +558,16 @@ def test_owner_only_update_flags_an_ack_from_a_former_claim():
     assert "claim 1" in v.message and "current claim is 2" in v.message
 
 
+def test_owner_only_update_flags_a_heartbeat_accepted_from_a_former_claim():
+    w = RunWorld()
+    w.claim(3, 1)
+    w.ghost.heartbeat_accepted(3, 1)  # the owner's own beat
+    w.claim(3, 2)  # redelivered
+    w.ghost.heartbeat_accepted(3, 2)
+    v = flagged("owner-only-update", lambda: w.ghost.heartbeat_accepted(3, 1))
+    assert v.message.startswith("run 3's heartbeat under claim 1 was accepted, but its current claim is 2")
+
+
 def test_claim_token_changes_flags_a_run_handed_over_under_a_token_it_had_before():
     w = RunWorld()
     w.claim(3, 1, "c1#1")

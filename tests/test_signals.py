@@ -180,10 +180,10 @@ def test_a_stopped_campaign_keeps_the_seeds_a_worker_finished_before_the_one_it_
 
     threading.Thread(target=terminate_once_asleep, daemon=True).start()
     seeds: list[int] = []
-    # The first seeds take the scenarios in turns: two run the reference model, the third the sleeper. The first
-    # chunk (eight seeds, one worker's task) finishes 2 and 4, then sleeps in 1.
+    # The first seeds take the scenarios in turns, two seeds a turn: two run the reference model, the third the
+    # sleeper. The first chunk (eight seeds, one worker's task) finishes 2 and 4, then sleeps in 1.
     with pytest.raises(Terminated):
-        for outcome in campaign((fast, fast, slow), iter([2, 4, 1, 6, 8, 10, 12, 14, 16]), use_swarm=False,
+        for outcome in campaign((fast, slow, fast), iter([2, 4, 1, 6, 8, 10, 12, 14, 16]), use_swarm=False,
                                 workers=2, stop=stop):
             seeds.append(outcome.seed)
     assert seeds == [2, 4]

@@ -27,20 +27,33 @@ def _learn_block(steering: Steering, start: int, reaches: dict[int, tuple[str, .
                        tuple((name, 1) for name in reaches.get(arm, ())), ())
 
 
-def test_the_first_block_takes_turns_and_every_later_block_keeps_half_in_turns() -> None:
+def test_the_first_block_takes_turns_and_every_later_block_keeps_three_quarters_in_turns() -> None:
     steering = Steering(3)
-    assert [steering.arm(p) for p in range(steering.block)] == [p % 3 for p in range(12)]
+    assert [steering.arm(p) for p in range(steering.block)] == [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2]
     _learn_block(steering, 0, {})
     _learn_block(steering, steering.block, {})
     later = [steering.arm(p) for p in range(2 * steering.block, 3 * steering.block)]
-    assert Counter(later[0::2]) == {0: 2, 1: 2, 2: 2}
+    assert Counter(later[0::2]) == {0: 2, 1: 2, 2: 2} and Counter(later[1::4]) == {0: 1, 1: 1, 2: 1}
+
+
+def test_half_of_every_block_goes_to_the_broad_scenarios_and_the_others_take_turns_in_the_rest() -> None:
+    steering = Steering(6, (RARE,), broad=2)
+    first = [steering.arm(p) for p in range(steering.block)]
+    assert first[:8] == [0, 2, 1, 3, 0, 4, 1, 5]  # the user's scenario first, a narrow one, the next broad one, ...
+    assert Counter(first[0::2]) == {0: 6, 1: 6} and Counter(first[1::2]) == {2: 3, 3: 3, 4: 3, 5: 3}
+    for block in range(3):
+        _learn_block(steering, block * steering.block, {4: ("rare-thing",)})
+    later = [steering.arm(p) for p in range(3 * steering.block, 4 * steering.block)]
+    assert Counter(later[0::2]) == {0: 6, 1: 6}
+    assert set(later[1::4]) == {2, 3, 4, 5}  # in turns: every narrow one at least once a block
+    assert Counter(later[3::4]).most_common(1)[0][0] == 4  # by weight: to the one that reaches the rare situation
 
 
 def test_an_arm_that_reaches_what_others_do_not_gets_the_weighed_seeds() -> None:
     steering = Steering(3, (RARE,))
     for block in range(4):
         _learn_block(steering, block * steering.block, {1: ("rare-thing", "common"), 0: ("common",), 2: ("common",)})
-    weighed = Counter(steering.arm(p) for p in range(4 * steering.block + 1, 5 * steering.block, 2))
+    weighed = Counter(steering.arm(p) for p in range(4 * steering.block + 3, 5 * steering.block, 4))
     assert weighed[1] > weighed[0] and weighed[1] > weighed[2]
 
 
@@ -49,7 +62,7 @@ def test_a_situation_never_reached_draws_seeds_to_the_arms_that_check_what_it_te
     for block in range(3):
         _learn_block(steering, block * steering.block, {})
     weights = steering.weights()
-    assert weights[0] == weights[1] > weights[2]  # arm 2 checks only capacity: the situation tests nothing it checks
+    assert min(weights[0], weights[1]) > weights[2]  # arm 2 checks only capacity: the situation tests nothing it checks
 
 
 def test_a_block_waits_for_the_block_before_the_last() -> None:
@@ -76,10 +89,12 @@ def test_every_seed_has_an_arm_and_no_arm_is_starved(arms: int, reached: list[li
 
 def test_the_default_campaign_is_the_default_then_every_shipped_scenario_with_its_bugs_off_then_each_aimed() -> None:
     first = attrs.evolve(load_scenario(None), bugs=("strict-fence",))
-    roster = default_campaign(first)
+    made = default_campaign(first)
+    roster = made.scenarios
     plain = [s for s in roster if not s.name.endswith(", aimed")]
     assert roster[0] == first and roster[:len(plain)] == tuple(plain)
     assert {s.name for s in plain} == set(embedded_scenarios())
+    assert [s.name for s in roster[:made.broad]] == ["default", "runs"]  # the broad ones: they switch no bug on
     assert all(s.bugs == ("strict-fence",) for s in roster)
     for scenario in roster[len(plain):]:  # each aims half of every kind its plain form enables
         source = next(s for s in plain if f"{s.name}, aimed" == scenario.name)
@@ -100,11 +115,11 @@ def test_an_aimed_seed_runs_again_from_its_command(capsys) -> None:
 def test_a_steered_campaign_gives_the_same_outcomes_on_any_number_of_workers() -> None:
     # Four of the default campaign's scenarios: blocks of 16 seeds, so 112 seeds are seven blocks, five of them
     # weighed on what the blocks before them reached, while chunks of seeds are in flight in the pool.
-    roster = default_campaign(attrs.evolve(load_scenario(None), bugs=("renew-stale-stamp",)))[:4]
+    roster = default_campaign(attrs.evolve(load_scenario(None), bugs=("renew-stale-stamp",))).scenarios[:4]
 
     def outcomes(workers: int) -> list[tuple[int, int, str | None]]:
         return [(o.seed, o.arm, o.invariant) for o in campaign(roster, seeds(1, 113, None), use_swarm=True,
-                                                               workers=workers)]
+                                                               workers=workers, broad=2)]
 
     one = outcomes(1)
     assert one == outcomes(2)

@@ -247,6 +247,10 @@ class Facts(Protocol):
     def update_accepted(self, run: int, token: int, what: str) -> None:
         """An ack or terminal write (``what``) under claim ``token`` was accepted."""
 
+    def heartbeat_accepted(self, run: int, token: int) -> None:
+        """A heartbeat under claim ``token`` was answered as from the run's owner (report it to have
+        ``owner-only-update`` check heartbeats too)."""
+
     def reached(self, situation: str) -> None:
         """A risky situation the model declares (``Model.situations``) just happened; campaigns count them."""
 

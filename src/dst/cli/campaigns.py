@@ -14,7 +14,7 @@ from ..explore import report
 from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, seeds, tallied
 from ..explore.pool import StopRequest, Terminated
 from ..explore.shrink import NotDeterministic
-from ..explore.steer import default_campaign
+from ..explore.steer import Roster, default_campaign
 from ..findings import ready
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario
@@ -26,15 +26,16 @@ from .parser import DEFAULT_WORKERS
 
 # --- dst fuzz -------------------------------------------------------------------------------------
 
-def _campaign_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
+def _campaign_roster(args: argparse.Namespace) -> Roster:
     """What a campaign runs: the scenario given; with none, the default campaign (the embedded default and every
     scenario shipped for the model, steered by coverage), so the first campaign a user runs covers the whole model."""
     scenario = scenario_from(args)
-    return (scenario,) if args.scenario is not None else default_campaign(scenario)
+    return Roster((scenario,), 1) if args.scenario is not None else default_campaign(scenario)
 
 
 def dst_fuzz(args: argparse.Namespace) -> int:
-    scenarios = _campaign_scenarios(args)
+    roster = _campaign_roster(args)
+    scenarios = roster.scenarios
     if args.seeds:
         first, stop = args.seeds
     elif args.count:
@@ -63,7 +64,7 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     if noted:  # stops at its next safe point
         saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
     outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=workers,
-                        deadline=deadline, executor=cluster, stop=request)
+                        deadline=deadline, executor=cluster, stop=request, broad=roster.broad)
 
     def each(outcome: Outcome, tally: Tally) -> bool:
         progress.update(tally, time.monotonic() - started)

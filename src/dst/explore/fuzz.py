@@ -124,11 +124,11 @@ def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[tuple[int, int]], us
 
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
              deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
-             executor: Executor | None = None,
-             stop: StopRequest | None = None) -> Generator[Outcome, None, None]:
+             executor: Executor | None = None, stop: StopRequest | None = None,
+             broad: int = 0) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
-    scenarios, :class:`~dst.explore.steer.Steering` tells which one each seed runs (``Outcome.arm``): in turns,
-    then where coverage is thin.
+    scenarios, :class:`~dst.explore.steer.Steering` tells which one each seed runs (``Outcome.arm``): half to the
+    first ``broad`` of them (0: all are broad), the rest in turns and where coverage is thin.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,
     or one made here), with a window of ``2 * workers`` chunks in flight. An ``executor`` given is used
@@ -138,7 +138,8 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
     are still handed out, and then the interrupt goes on up. Closing the iterator ends the workers too.
     """
     scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
-    steering = Steering(len(scenarios), catalogue(scenarios[0].model.resolve().situations) if len(scenarios) > 1 else ())
+    steering = Steering(len(scenarios), catalogue(scenarios[0].model.resolve().situations) if len(scenarios) > 1 else (),
+                        broad)
     numbered = enumerate(seed_iter)  # (position in the campaign, seed)
 
     def learned(outcome: Outcome) -> Outcome:

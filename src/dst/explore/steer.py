@@ -1,13 +1,17 @@
-"""Which of a campaign's scenarios each seed runs: in turns at first, then where coverage is thin.
+"""Which of a campaign's scenarios each seed runs: half to the broad ones, the rest in turns and where coverage is thin.
 
 A campaign over several scenarios (the default campaign runs every scenario shipped for the model)
-spends its seeds in blocks. The first block takes the scenarios in turns. In each later block half
-the seeds still take turns (no scenario is starved, whatever the others reach), and the other half
-go by weight: a scenario's weight is what its runs reach that the campaign rarely reaches, summed
-over the features of coverage (the situations reached, the cases each invariant met, the faults
-that struck), each counted by the share of the scenario's seeds that reached it (smoothed, so a
+spends its seeds in blocks. Half of every block goes to the broad scenarios in turns: the user's
+own and those shipped that switch no bug on. They exercise the whole model, so the bugs any
+workload meets are found about as soon as a campaign of those scenarios alone would find them. A
+quarter takes turns across the others (the scenarios made to reach one bug's situation, and the
+aimed ones), so none is starved whatever the others reach. The last quarter goes by weight: a
+scenario's weight is what its runs reach that the campaign rarely reaches, summed over the
+features of coverage (the situations reached, the cases each invariant met, the faults that
+struck), each counted by the share of the scenario's seeds that reached it (smoothed, so a
 scenario tried less counts as more promising) and weighed by how rarely any seed reached it. A
-situation no seed has reached yet draws seeds to every scenario that checks the invariants it tests.
+situation no seed has reached yet draws seeds to every scenario that checks the invariants it
+tests. In the first block, with nothing learned, that quarter takes turns too.
 
 A block is weighed on the outcomes of the blocks before the one before it, so a pool of workers
 never waits for the seeds in flight; and since outcomes are consumed in seed order, the choice for
@@ -33,12 +37,22 @@ from ..sut import Situation
 _SCALE = 1 << 20  # weights are integers (strides of a deterministic schedule), at this resolution
 
 
-class Steering:
-    """The arm (an index into the campaign's scenarios) of each seed, by its position in the campaign."""
+@attrs.frozen
+class Roster:
+    """A campaign's scenarios, the broad ones first (see the module's text): ``broad`` of them."""
 
-    def __init__(self, arms: int, situations: Sequence[Situation] = ()) -> None:
+    scenarios: tuple[Scenario, ...]
+    broad: int
+
+
+class Steering:
+    """The arm (an index into the campaign's scenarios) of each seed, by its position in the campaign. The first
+    ``broad`` arms are the broad ones (none or all: every arm is)."""
+
+    def __init__(self, arms: int, situations: Sequence[Situation] = (), broad: int = 0) -> None:
         self.arms = arms
-        self.block = 4 * arms  # seeds per block: each arm gets two of every block's turns
+        self.broad = broad if 0 < broad < arms else arms
+        self.block = 4 * arms  # seeds per block: 2 per arm to the broad, 1 per arm in turns, 1 per arm by weight
         self.situations = tuple(situations)
         self.learned = 0  # outcomes learned so far (positions 0 .. learned-1)
         self.seeds = [0] * arms  # seeds each arm ran
@@ -47,7 +61,7 @@ class Steering:
         self.checks: list[frozenset[str]] = [frozenset()] * arms  # the invariants each arm's runs check
         self.plans: dict[int, list[int]] = {}  # block -> the arm of each of its weighed positions
         if arms > 1:
-            self.plans[1] = self._schedule(self.block // 2)  # on nothing learned: all alike
+            self.plans[1] = self._schedule(arms)  # on nothing learned: all alike
 
     def ready(self, position: int) -> bool:
         """Whether the arm of the seed at ``position`` can be told now (its block's weights are learned)."""
@@ -59,10 +73,14 @@ class Steering:
         if self.arms == 1:
             return 0
         block, offset = divmod(position, self.block)
-        if block == 0 or offset % 2 == 0:
-            return (offset if block == 0 else offset // 2) % self.arms
+        if offset % 2 == 0:
+            return (block * 2 * self.arms + offset // 2) % self.broad
+        if block == 0 or offset % 4 == 1:
+            turn = offset // 2 if block == 0 else block * self.arms + offset // 4
+            others = self.arms - self.broad
+            return self.broad + turn % others if others else turn % self.arms
         assert self.ready(position), "a block is weighed once the block before the last is learned"
-        return self.plans[block][offset // 2]
+        return self.plans[block][offset // 4]
 
     def learn(self, arm: int, checked: Iterable[str], fired: Iterable[tuple[str, int]],
               reached: Iterable[tuple[str, int]], cases: Iterable[tuple[str, int]]) -> None:
@@ -80,7 +98,7 @@ class Steering:
         if self.learned % self.block == 0:  # a block learned: weigh the block after next, on what came before it
             block = self.learned // self.block + 1
             self.plans.pop(block - 3, None)
-            self.plans[block] = self._schedule(self.block // 2)
+            self.plans[block] = self._schedule(self.arms)
 
     def weights(self) -> list[int]:
         """Each arm's weight now: what it reaches that the campaign rarely does (integers, each at least 1)."""
@@ -120,21 +138,26 @@ class Steering:
         return plan
 
 
-def default_campaign(first: Scenario) -> tuple[Scenario, ...]:
+def default_campaign(first: Scenario) -> Roster:
     """What a campaign runs when no scenario is given: ``first`` (the embedded default on the model), then every
-    scenario shipped for the model (its bugs' scenarios, each made to reach that bug's situation) that loads and
-    checks on it, with its own bugs switched off and ``first``'s on (a user's ``--bug``); then each of them
-    again with half its faults aimed at the model's sensitive moments (:func:`~dst.runner.swarm.aimed`). A
-    campaign that makes its own luck, where one scenario would leave the rare situations to chance. A shipped
-    scenario that does not load on the model is passed over (a user's model may lack the options it sets)."""
+    scenario shipped for the model that loads and checks on it, with its own bugs switched off and ``first``'s
+    on (a user's ``--bug``): the broad ones (those that switch no bug on) first, then those made to reach one
+    bug's situation; then each of them again with half its faults aimed at the model's sensitive moments
+    (:func:`~dst.runner.swarm.aimed`). A campaign that makes its own luck, where one scenario would leave the
+    rare situations to chance. A shipped scenario that does not load on the model is passed over (a user's
+    model may lack the options it sets)."""
     impl = first.model.impl
-    roster = [first]
+    broad: list[Scenario] = [first]
+    narrow: list[Scenario] = []
     for name in shipped_names(impl):
         try:
-            scenario = attrs.evolve(load_shipped(name, impl), bugs=first.bugs)
+            shipped = load_shipped(name, impl)
+            scenario = attrs.evolve(shipped, bugs=first.bugs)
             check(scenario)
         except (ScenarioError, ModelError, UserError):
             continue
-        if all(scenario != other for other in roster):
-            roster.append(scenario)
-    return tuple(roster) + tuple(dict.fromkeys(a for a in map(aimed, roster) if a not in roster))
+        if all(scenario != other for other in broad + narrow):
+            (narrow if shipped.bugs else broad).append(scenario)
+    roster = broad + narrow
+    aimed_ones = tuple(dict.fromkeys(a for a in map(aimed, roster) if a not in roster))
+    return Roster(tuple(roster) + aimed_ones, len(broad))

@@ -32,6 +32,7 @@ HOOKS = (
     "client_died",            # (client, leases it held): a client incarnation is gone
     "run_state",              # (run, state): a run entered a state
     "update_accepted",        # (run, token, what): an ack or terminal write was accepted
+    "heartbeat_accepted",     # (run, token): a heartbeat was answered as the run's owner's
     "cancel_handled",         # (run): the server finished handling a cancel of the run
     "quiet_period_over",      # (served_until, busy): the drain and the quiet period passed; ``served_until``: when
                               # workers last served the runs stream (-1: none is left alive; None: one is paused);
@@ -276,6 +277,10 @@ class Books:
         self.run_moved = self.kernel.now
         for check in self._watchers["update_accepted"]:
             check(run, token, what)
+
+    def heartbeat_accepted(self, run: int, token: int) -> None:
+        for check in self._watchers["heartbeat_accepted"]:  # a beat moves no run: at-least-once's backlog rule ignores it
+            check(run, token)
 
     # --- the hosts' hooks -------------------------------------------------------------------
 

@@ -92,10 +92,10 @@ class CancelledNeverStarts(Invariant):
 class OwnerOnlyUpdate(Invariant):
     id = "owner-only-update"
     title = "former-owner-overwrites-successor"
-    statement = "an ack or terminal write is accepted only from the run's current claim"
+    statement = "an ack, terminal write or heartbeat is accepted only from the run's current claim"
     parts = RUNS
     names = CAUSE
-    because = "checked at the accepted update itself: taking a former owner's ack is the slip"
+    because = "checked at the accepted update itself: taking a former owner's ack or heartbeat is the slip"
 
     def update_accepted(self, run: int, token: int, what: str) -> None:
         self.checks += 1
@@ -103,6 +103,13 @@ class OwnerOnlyUpdate(Invariant):
         if current != token:
             self.fail(f"run {run} was marked {what} by claim {token}, but its current claim is {current}: "
                       f"a former owner overwrote its successor")
+
+    def heartbeat_accepted(self, run: int, token: int) -> None:
+        self.checks += 1
+        current = self.g.current_claim.get(run)
+        if current != token:
+            self.fail(f"run {run}'s heartbeat under claim {token} was accepted, but its current claim is {current}: "
+                      f"a former owner works on as if it still owned the run, beside its successor")
 
 
 @invariant

@@ -246,6 +246,7 @@ class RunService:
         if claim is None:
             return Refused("claim lost")
         claim.idle_since = self.clock.now
+        self.store.facts.heartbeat_accepted(req.run, req.token)
         return Beat(self.store.runs[req.run].state == CANCELLING)
 
     async def _ack(self, req: Ack) -> Any:

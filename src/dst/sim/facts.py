@@ -76,5 +76,8 @@ class TracedFacts:
     def update_accepted(self, run: int, token: int, what: str) -> None:
         self.facts.update_accepted(run, token, what)
 
+    def heartbeat_accepted(self, run: int, token: int) -> None:
+        self.facts.heartbeat_accepted(run, token)
+
     def reached(self, situation: str) -> None:
         self.facts.reached(situation)
