@@ -12,9 +12,11 @@ from dst.scenario import load_scenario, scripted
 from dst.sim.trace import RESPONSE, SENT, message_key
 
 
-def _sent(*keys: int) -> Any:
-    """A run whose trace sent these keys (the only part of a result re-aiming reads)."""
-    return SimpleNamespace(raw_trace=tuple((0, "c1", "send", (SENT, None, "server", key)) for key in keys))
+def _sent(*keys: int, carrying: dict[int, str] | None = None) -> Any:
+    """A run whose trace sent these keys, each carrying what ``carrying`` says (or nothing): the only part of a
+    result re-aiming reads."""
+    return SimpleNamespace(raw_trace=tuple((0, "c1", "send", (SENT, (carrying or {}).get(key), "server", key))
+                                           for key in keys))
 
 
 def test_a_pinned_fault_whose_message_was_never_sent_follows_the_nearest_one_of_its_request() -> None:
@@ -33,6 +35,22 @@ def test_a_pinned_fault_that_struck_is_left_alone() -> None:
                                              lost))
     assert _reaimed(scenario, _sent(message_key(5, 2, 0) | RESPONSE)) is None
     assert _reaimed(scenario, _sent(message_key(5, 3, 0) | RESPONSE)) is None  # nothing of its request to aim at
+
+
+def test_a_pinned_fault_follows_what_its_message_carried_when_a_deletion_shifts_the_ordinals() -> None:
+    # A worker's 47th read answered with run 15; deleting another submission leaves fewer reads before it, so its
+    # 41st read now hands out run 15 and the 47th something else: the lost reply follows run 15, not the number.
+    lost = make_step(9, 1000, "net", "lose", message="2.10.46r")
+    scenario = scripted(load_scenario(None), (make_step(2, 0, "c1", "serve"), lost))
+    reads = [message_key(2, 10, n) | RESPONSE for n in range(50)]
+    before = _sent(*reads, carrying={reads[45]: "delivered run 14 claim 2", reads[46]: "delivered run 15 claim 3"})
+    # Claims renumber too (one fewer was handed out): what it carried is the run, more than the claim.
+    after = _sent(*reads, carrying={reads[40]: "delivered run 15 claim 2", reads[44]: "delivered run 14 claim 3",
+                                    reads[46]: "empty (0 unfinished)"})
+    again = _reaimed(scenario, after, before)
+    assert again is not None and [s.arg("message") for s in again.steps or () if s.action == "lose"] == ["2.10.40r"]
+    assert _reaimed(scenario, before, before) is None  # it still strikes what it struck: left alone
+    assert _reaimed(scenario, _sent(*reads, carrying={reads[46]: "empty (0 unfinished)"}), before) is None
 
 
 def test_folding_a_client_moves_its_faults_onto_the_other_and_keeps_the_struck_job_long_enough() -> None:

@@ -35,6 +35,7 @@ random draws of the steps that stay do not shift when one is deleted.
 from __future__ import annotations
 
 import enum
+import re
 import time
 from typing import Any, Callable, Iterable, Iterator, cast
 
@@ -44,7 +45,7 @@ from ..errors import MODEL_ERROR, UserError
 from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..invariants import shape
-from ..sim.trace import BACKGROUND, SENT, key_name, parse_key
+from ..sim.trace import BACKGROUND, SENT, format_detail, key_name, parse_key
 from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
@@ -154,7 +155,7 @@ class Shrinker:
         result = run(candidate, self.seed)
         self._pass.seconds += self.clock() - began
         if not self._same_violation(result):
-            again = None if self._pass.name == "re_aim" else _reaimed(candidate, result)  # once: no chain of them
+            again = None if self._pass.name == "re_aim" else _reaimed(candidate, result, self.best_result)  # once: no chain
             return again is not None and self._reaim(again)
         self.best, self.best_result = candidate, result
         self._pass.kept += 1
@@ -351,26 +352,62 @@ def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
     yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
 
 
-def _reaimed(candidate: Scenario, result: RunResult) -> Scenario | None:
-    """``candidate`` with each pinned fault whose message its run never sent aimed instead at the message of the
-    same step and kind that came nearest before it (else the first after), or None if none missed. Deleting a
-    step can change how many tries a request took (a retry fewer where nothing contends): the fault was about
-    that request, not about its ordinal, so it follows the request."""
-    sent = sorted({detail[3] for _, _, _, detail in result.raw_trace
-                   if isinstance(detail, tuple) and detail and detail[0] == SENT})
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _reaimed(candidate: Scenario, result: RunResult, before: RunResult | None = None) -> Scenario | None:
+    """``candidate`` with its pinned faults aimed again at the requests they were about, or None if none moved. A
+    fault is about a request of its step (a job, a worker's shift), its kind and its direction; a deletion can
+    change how many of those there are before it (a retry fewer where nothing contends, a worker's reads shifted
+    by the runs it no longer serves), so the ordinal it names may now be another message, or none. Where the
+    message it struck in ``before`` (the run it was kept on) now carries something else, it follows what that
+    message carried (the reply that handed out run 15) to the nearest of its request's messages that carries the
+    same; where its message was never sent, it goes to the nearest before it (else the first after)."""
+    sent = _carried(result)
+    was = _carried(before) if before is not None else {}
     steps, changed = list(candidate.steps or ()), False
     for index, step in enumerate(steps):
         message = step.arg("message") if is_pinned(step) else None
         if not isinstance(message, str):
             continue
         key = parse_key(message)
-        if key in sent or key & BACKGROUND or key >> 64:
+        if key & BACKGROUND or key >> 64:
             continue
-        same = [k for k in sent if k & ~0xFFF == key & ~0xFFF]  # the same step, kind and direction
-        if same:
+        same = sorted(k for k in sent if k & ~0xFFF == key & ~0xFFF)  # the same step, kind and direction
+        what = was.get(key)
+        if what is not None and sent.get(key) != what:
+            best = max((_likeness(sent[k], what) for k in same), default=())
+            if best:  # the message most like it (the nearest of those): its own, under a renumbered claim
+                nearest = min((k for k in same if _likeness(sent[k], what) == best), key=lambda k: (abs(k - key), k))
+                steps[index], changed = _with_arg(step, "message", key_name(nearest)), True
+                continue
+        if same and key not in sent:
             nearest = max((k for k in same if k < key), default=same[0])
             steps[index], changed = _with_arg(step, "message", key_name(nearest)), True
     return attrs.evolve(candidate, steps=sort_steps(steps)) if changed else None
+
+
+def _likeness(text: str, like: str) -> tuple[bool, ...]:
+    """How much ``text`` says what ``like`` says: nothing unless both are the same words around their numbers;
+    then whether they are the same, and which numbers they share in place, the first first (what a message names
+    first is what it is about: ``delivered run 15 claim 2`` is more like ``delivered run 15 claim 3`` than
+    ``delivered run 14 claim 3`` is; claims renumber when a deletion takes one away, runs do not)."""
+    words, numbers = _DIGITS.split(text), _DIGITS.split(like)
+    if words[0::2] != numbers[0::2]:
+        return ()
+    return (True, text == like, *(a == b for a, b in zip(words[1::2], numbers[1::2])))
+
+
+def _carried(result: RunResult) -> dict[int, str]:
+    """What each message of a run carried (its request or reply, as the trace shows it), by key."""
+    carried = {}
+    for _, _, _, detail in result.raw_trace:
+        if isinstance(detail, tuple) and detail and detail[0] == SENT:
+            try:
+                carried[detail[3]] = format_detail(("@", detail[1]))
+            except Exception:  # a user's record that cannot say itself: its fault goes by ordinal alone
+                continue
+    return carried
 
 
 def _what(step: Step) -> tuple[Any, ...]:
