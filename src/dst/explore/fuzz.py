@@ -127,7 +127,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
              executor: Executor | None = None, stop: StopRequest | None = None,
              broad: int = 0) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
-    scenarios, :class:`~dst.explore.steer.Steering` tells which one each seed runs (``Outcome.arm``): half to the
+    scenarios, :class:`~dst.explore.steer.Steering` tells which one each seed runs (``Outcome.arm``): many to the
     first ``broad`` of them (0: all are broad), the rest in turns and where coverage is thin.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,

@@ -1,17 +1,19 @@
-"""Which of a campaign's scenarios each seed runs: half to the broad ones, the rest in turns and where coverage is thin.
+"""Which of a campaign's scenarios each seed runs: the broad ones first, then in turns and where coverage is thin.
 
 A campaign over several scenarios (the default campaign runs every scenario shipped for the model)
-spends its seeds in blocks. Half of every block goes to the broad scenarios in turns: the user's
-own and those shipped that switch no bug on. They exercise the whole model, so the bugs any
-workload meets are found about as soon as a campaign of those scenarios alone would find them. A
-quarter takes turns across the others (the scenarios made to reach one bug's situation, and the
-aimed ones), so none is starved whatever the others reach. The last quarter goes by weight: a
-scenario's weight is what its runs reach that the campaign rarely reaches, summed over the
-features of coverage (the situations reached, the cases each invariant met, the faults that
-struck), each counted by the share of the scenario's seeds that reached it (smoothed, so a
-scenario tried less counts as more promising) and weighed by how rarely any seed reached it. A
-situation no seed has reached yet draws seeds to every scenario that checks the invariants it
-tests. In the first block, with nothing learned, that quarter takes turns too.
+spends its seeds in blocks. In the opening (the first two blocks), half the seeds go to the broad
+scenarios in turns: the user's own and those shipped that switch no bug on. They exercise the
+whole model, so the bugs any workload meets are found about as soon as a campaign of those
+scenarios alone would find them. A quarter takes turns across the others (the scenarios made to
+reach one bug's situation, and the aimed ones), and a quarter goes by weight. After the opening,
+the broad ones keep a quarter, the others a quarter in turns (none is starved, whatever the
+others reach), and half goes by weight: a scenario's weight is what its runs reach that the
+campaign rarely reaches, summed over the features of coverage (the situations reached, the cases
+each invariant met, the faults that struck), each counted by the share of the scenario's seeds
+that reached it (smoothed, so a scenario tried less counts as more promising) and weighed by how
+rarely any seed reached it. A situation no seed has reached yet draws seeds to every scenario that
+checks the invariants it tests. In the first block, with nothing learned, the weighed quarter takes
+turns too.
 
 A block is weighed on the outcomes of the blocks before the one before it, so a pool of workers
 never waits for the seeds in flight; and since outcomes are consumed in seed order, the choice for
@@ -35,6 +37,7 @@ from ..scenario import Scenario, ScenarioError, load_shipped, shipped_names
 from ..sut import Situation
 
 _SCALE = 1 << 20  # weights are integers (strides of a deterministic schedule), at this resolution
+_OPENING = 2  # blocks in which half the seeds go to the broad scenarios; a quarter after them
 
 
 @attrs.frozen
@@ -52,7 +55,7 @@ class Steering:
     def __init__(self, arms: int, situations: Sequence[Situation] = (), broad: int = 0) -> None:
         self.arms = arms
         self.broad = broad if 0 < broad < arms else arms
-        self.block = 4 * arms  # seeds per block: 2 per arm to the broad, 1 per arm in turns, 1 per arm by weight
+        self.block = 4 * arms  # seeds per block: a round of four lanes per arm
         self.situations = tuple(situations)
         self.learned = 0  # outcomes learned so far (positions 0 .. learned-1)
         self.seeds = [0] * arms  # seeds each arm ran
@@ -61,7 +64,7 @@ class Steering:
         self.checks: list[frozenset[str]] = [frozenset()] * arms  # the invariants each arm's runs check
         self.plans: dict[int, list[int]] = {}  # block -> the arm of each of its weighed positions
         if arms > 1:
-            self.plans[1] = self._schedule(arms)  # on nothing learned: all alike
+            self.plans[1] = self._schedule(self._weighed(1))  # on nothing learned: all alike
 
     def ready(self, position: int) -> bool:
         """Whether the arm of the seed at ``position`` can be told now (its block's weights are learned)."""
@@ -73,14 +76,17 @@ class Steering:
         if self.arms == 1:
             return 0
         block, offset = divmod(position, self.block)
-        if offset % 2 == 0:
-            return (block * 2 * self.arms + offset // 2) % self.broad
-        if block == 0 or offset % 4 == 1:
-            turn = offset // 2 if block == 0 else block * self.arms + offset // 4
+        round_, lane = divmod(offset, 4)  # a block is ``arms`` rounds of four lanes
+        opening = block < _OPENING
+        if lane == 0 or (lane == 2 and opening):  # the broad ones: two lanes in the opening, one after
+            before = 2 * self.arms * min(block, _OPENING) + self.arms * max(0, block - _OPENING)
+            return (before + (2 * round_ + lane // 2 if opening else round_)) % self.broad
+        if lane == 1 or block == 0:  # in turns (the first block has nothing learned to weigh on)
+            turn = 2 * round_ + lane // 3 if block == 0 else self.arms * (block + 1) + round_
             others = self.arms - self.broad
             return self.broad + turn % others if others else turn % self.arms
         assert self.ready(position), "a block is weighed once the block before the last is learned"
-        return self.plans[block][offset // 4]
+        return self.plans[block][round_ if opening else 2 * round_ + lane // 3]
 
     def learn(self, arm: int, checked: Iterable[str], fired: Iterable[tuple[str, int]],
               reached: Iterable[tuple[str, int]], cases: Iterable[tuple[str, int]]) -> None:
@@ -98,7 +104,7 @@ class Steering:
         if self.learned % self.block == 0:  # a block learned: weigh the block after next, on what came before it
             block = self.learned // self.block + 1
             self.plans.pop(block - 3, None)
-            self.plans[block] = self._schedule(self.arms)
+            self.plans[block] = self._schedule(self._weighed(block))
 
     def weights(self) -> list[int]:
         """Each arm's weight now: what it reaches that the campaign rarely does (integers, each at least 1)."""
@@ -115,6 +121,10 @@ class Steering:
             scores.append(score)
         top = max(scores) or 1.0
         return [1 + int(_SCALE * s / top) for s in scores]
+
+    def _weighed(self, block: int) -> int:
+        """How many of ``block``'s seeds go by weight: a lane of each round in the opening, two after it."""
+        return self.arms if block < _OPENING else 2 * self.arms
 
     def _could_reach(self, arm: int, feature: str) -> bool:
         """A situation counts for an arm whose runs check an invariant it tests (or that reached it)."""
