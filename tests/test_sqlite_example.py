@@ -165,3 +165,20 @@ def test_the_example_model_is_a_sut_model():
     assert isinstance(model, sut.Model) and model.options is not None
     assert {bug.slug for bug in model.bugs} == {"check-then-increment", "read-then-delete-release", "leases-in-memory",
                                                   "reaper-without-recheck", "autocommit"}
+
+
+def test_its_resource_shows_its_fence_and_what_the_writes_left_so_the_harness_checks_them(tmp_path):
+    from dst.reference.protocol import Refused, Write
+    from examples.sqlite_leases.service import FencedTable
+
+    heard: list[tuple[str, int]] = []
+    facts = type("Facts", (), {"write_accepted": lambda self, h, lease, token, target: heard.append(("ok", token)),
+                               "write_refused": lambda self, h, lease, token, target: heard.append(("no", token))})()
+    table = FencedTable(str(tmp_path / "resource.db"), facts)
+    assert isinstance(table, sut.ResourceView) and table.fence("db/0") is None and table.contents("db/0") is None
+    table.write(Write(token=5, lease=1, holder="c1#1", limit="db", seat=0))
+    assert isinstance(table.write(Write(token=3, lease=2, holder="c2#1", limit="db", seat=0)), Refused)
+    assert heard == [("ok", 5), ("no", 3)]
+    assert table.fence("db/0") == 5 and table.contents("db/0") == "written by c1#1 with token 5"  # the refused left none
+    table.write(Write(token=5, lease=1, holder="c1#1", limit="db", seat=1))
+    assert table.fence("db/1") == 5 and table.fence("db/0") == 5

@@ -176,20 +176,34 @@ class LeaseView:
 
 class FencedTable:
     """The protected resource, a database of its own: a write goes in only if its token is at least the
-    highest written to that seat, compared and written in one statement (one atomic boundary)."""
+    highest written to that seat, compared and written in one statement (one atomic boundary). It is also a
+    :class:`dst.sut.ResourceView` (``fence``, ``contents``), so the harness checks that a seat's fence never goes
+    down and that a refused write changed nothing."""
 
     def __init__(self, path: str, facts: sut.Facts) -> None:
         self.conn = connect(path)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS fence (seat TEXT PRIMARY KEY, token INTEGER NOT NULL)")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS fence (seat TEXT PRIMARY KEY, token INTEGER NOT NULL, "
+                          "writer TEXT NOT NULL)")
         self.facts = facts
 
     def write(self, req: Write) -> Done | Refused:
         seat = f"{req.limit}/{req.seat}"
         accepted = self.conn.execute(
-            "INSERT INTO fence VALUES (:seat, :token) ON CONFLICT (seat) DO UPDATE SET token = excluded.token "
-            "WHERE excluded.token >= fence.token RETURNING token", {"seat": seat, "token": req.token}).fetchall()
+            "INSERT INTO fence VALUES (:seat, :token, :writer) ON CONFLICT (seat) DO UPDATE SET "
+            "token = excluded.token, writer = excluded.writer WHERE excluded.token >= fence.token RETURNING token",
+            {"seat": seat, "token": req.token, "writer": req.holder}).fetchall()
         if not accepted:
             self.facts.write_refused(req.holder, req.lease, req.token, seat)
             return Refused(f"stale token {req.token}")
         self.facts.write_accepted(req.holder, req.lease, req.token, seat)
         return Done("accepted")
+
+    # --- the read-only view for invariants (dst.sut.ResourceView) ----------------------------------------
+
+    def fence(self, target: str) -> int | None:
+        row = self.conn.execute("SELECT token FROM fence WHERE seat = ?", (target,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def contents(self, target: str) -> str | None:
+        row = self.conn.execute("SELECT writer, token FROM fence WHERE seat = ?", (target,)).fetchone()
+        return None if row is None else f"written by {row[0]} with token {row[1]}"
