@@ -1,10 +1,13 @@
-"""No false alarm on the correct model, at scale: ``python bench/alarms.py [--scenarios N] [--seeds K]``.
+"""No false alarm on the correct model, at scale: ``python bench/alarms.py [--scenarios N] [--seeds K] [--model IMPL]``.
 
 Draws N scenarios (from index ``--first``, 0 by default) from the reference model's whole key space (``dst.explore.space``: scenario
 ``i`` from ``random.Random(i)``, so any one can be drawn again) and runs K seeds of each with every
 bug off (odd seeds with swarm testing on, as a campaign runs them), on every core. Counts each run's outcome: ``ok``, ``undrained`` and ``over-budget``
 (unjudged, with why) and ``violation`` — which must stay at 0: every alarm is a false one here.
-Scenarios that dst refuses on load are counted apart. Prints the figures and the first violations
+Scenarios that dst refuses on load are counted apart.
+``--model IMPL`` runs another model on the drawn scenarios (``examples.sqlite_leases:model`` from the repository's
+root): each keeps the keys that model has (its own options, the limits and store latency every model has), and
+no runs part (a lease model; a model that serves runs is the reference's own kind). Prints the figures and the first violations
 (scenario index and seed, to draw again), and writes them to ``bench/results/alarms.json``.
 """
 
@@ -20,22 +23,39 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from dst.explore.space import scenario_doc
+from dst.models import resolve
 from dst.runner.swarm import swarm
 from dst.runner import run
 from dst.scenario import ScenarioError, parse_scenario
+from dst.scenario.schema import ModelConfig
 
 OUT = Path(__file__).parent / "results" / "alarms.json"
 CHUNK = 50
 
 
-def chunk(first: int, count: int, seeds: int) -> dict[str, Any]:
+def drawn_for(index: int, impl: str | None) -> dict[str, Any]:
+    """Scenario ``index`` of the key space, for model ``impl`` (None: the reference model it is drawn for)."""
+    doc = scenario_doc(random.Random(index))
+    if impl is None:
+        return doc
+    model = resolve(impl)
+    keeps = {f.name for f in attrs.fields(ModelConfig)} | (
+        {f.name for f in attrs.fields(model.options)} if model.options is not None else set())
+    doc["model"] = {k: v for k, v in doc["model"].items() if k in keeps} | {"impl": impl}
+    doc.pop("runs", None)
+    return doc
+
+
+def chunk(first: int, count: int, seeds: int, impl: str | None = None) -> dict[str, Any]:
     """Scenarios ``first .. first+count-1``, ``seeds`` seeds each: outcome counts, violations, events."""
     outcomes: Counter[str] = Counter()
     violations, events, slowest = [], 0, (0.0, -1, 0)
     for index in range(first, first + count):
         try:
-            drawn = parse_scenario(scenario_doc(random.Random(index)), f"<drawn {index}>")
+            drawn = parse_scenario(drawn_for(index, impl), f"<drawn {index}>")
         except ScenarioError as e:
             outcomes["refused on load"] += 1
             violations.append({"scenario": index, "refused": str(e)})
@@ -60,6 +80,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4, help="seeds per scenario")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=OUT, help="where the JSON report goes")
+    parser.add_argument("--model", help="another model to run on the drawn scenarios (importable name)")
     args = parser.parse_args()
 
     started = time.monotonic()
@@ -70,7 +91,7 @@ def main() -> None:
         end = args.first + args.scenarios
         starts = range(args.first, end, CHUNK)
         for done, part in enumerate(pool.map(chunk, starts, [min(CHUNK, end - s) for s in starts],
-                                             [args.seeds] * len(starts)), 1):
+                                             [args.seeds] * len(starts), [args.model] * len(starts)), 1):
             for v in part["violations"]:  # as they come: a long run cut short still tells what it saw
                 print(json.dumps(v), flush=True)
             if done % 20 == 0:
@@ -85,7 +106,8 @@ def main() -> None:
     runs = sum(n for kind, n in outcomes.items() if kind != "refused on load")
     report = {
         "command": f"python bench/alarms.py --first {args.first} --scenarios {args.scenarios} --seeds {args.seeds}"
-                   f" --workers {args.workers}",
+                   f" --workers {args.workers}" + (f" --model {args.model}" if args.model else ""),
+        "model": args.model or "dst.reference:model",
         "first": args.first, "scenarios": args.scenarios, "seeds_per_scenario": args.seeds, "runs": runs,
         "outcomes": dict(sorted(outcomes.items())), "violations": len([v for v in violations if "seed" in v]),
         "refused": [v for v in violations if "refused" in v][:20],
