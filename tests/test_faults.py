@@ -233,6 +233,40 @@ def test_a_restart_aimed_at_a_worker_serves_again_when_it_strikes():
     assert r.ok, show(r)
 
 
+def _beat_late() -> object:
+    """c1 works on run 1 and is paused at its next heartbeat, its deadline checked, past that deadline; c2 serves
+    meanwhile and is handed the run again. c1's heartbeat goes out when it wakes."""
+    return script([{"at": "0s", "actor": "c1", "action": "serve"},
+                   {"at": "0s", "actor": "user", "action": "submit", "run": 1, "work": "100s"},
+                   {"at": "1s", "actor": "c1", "action": "pause", "for": "60s", "moment": "before-beat"},
+                   {"at": "20s", "actor": "c2", "action": "serve"}],
+                  runs={"workers": 2}, model={"redelivery_timeout": "30s", "heartbeat_interval": "10s",
+                                              "cancelling_timeout": "60s"})
+
+
+def test_a_pause_aimed_at_before_beat_sends_the_heartbeat_after_the_deadline_and_the_server_refuses_it():
+    r = _beat_late()
+    struck = next(e for e in events(r, "c1") if e[2] == "moment")
+    assert struck[3] == "before-beat: pause for=60s", show(r)
+    redelivered = next(e for e in events(r, "server") if "redelivered run 1" in e[3])
+    late = [e for e in events(r, "server") if "heartbeat run 1 claim 1 from c1" in e[3] and e[0] > redelivered[0]]
+    assert late and late[0][0] > struck[0] + 60_000, show(r)  # sent on waking, the run handed to c2 meanwhile
+    assert any(e[3] == "refused claim lost to c1 (1.11.0r)" for e in events(r, "server", "reply")), show(r)
+    assert r.ok, show(r)
+
+
+def test_a_server_that_takes_any_claims_heartbeat_is_caught_at_the_late_beat(monkeypatch):
+    from dst.reference import runs
+
+    def any_claim(self, run: int, token: int):  # a heartbeat matched to the run, not to its claim (a user's slip)
+        return self.store.pending.get(run)
+
+    monkeypatch.setattr(runs.RunService, "_current", any_claim)
+    r = _beat_late()
+    assert r.violation is not None and r.violation.invariant == "owner-only-update", show(r)
+    assert "heartbeat under claim" in r.violation.message
+
+
 def test_targeted_faults_are_generated_only_where_the_scenario_asks_and_aim_at_the_models_moments():
     from dst.runner.generate import generate_plan
     from dst.reference import model

@@ -126,7 +126,7 @@ def build(env: Env[ReferenceOptions]) -> System:
 
 model: Model[ReferenceOptions] = Model(
     build, ReferenceOptions, CATALOGUE, scenarios="dst:scenarios",
-    client_moments=("granted", "before-renew", "before-write", "before-release", "delivered", "before-ack"),
+    client_moments=("granted", "before-renew", "before-write", "before-release", "delivered", "before-beat", "before-ack"),
     server_moments=("checked", "reaping", "sweeping"),
     situations=(RELEASE_REPEATED,),
     description="the reference lease/slot service: limits, leases with a TTL, renewal, a reaper, fencing tokens, "

@@ -359,6 +359,7 @@ class Worker:
             if clock.now >= deadline:
                 return  # the claim may have been reclaimed: stop, and do not ack
             if clock.now >= beat_at:
+                await moment("before-beat")  # the deadline is checked: a pause here sends the beat after it
                 response, beat_sent = await ask(clock, Heartbeat(run, token), self.attempts)
                 if isinstance(response, Beat):
                     deadline, beat_at = beat_sent + cfg.redelivery_timeout, beat_sent + cfg.heartbeat_interval
