@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from dst.explore.shrink import _folded, _reaimed
+from dst.explore.shrink import _folded, _reaimed, _retimed
 from dst.plan import make_step
 from dst.scenario import load_scenario, scripted
 from dst.sim.trace import RESPONSE, SENT, message_key
@@ -51,6 +51,27 @@ def test_a_pinned_fault_follows_what_its_message_carried_when_a_deletion_shifts_
     assert again is not None and [s.arg("message") for s in again.steps or () if s.action == "lose"] == ["2.10.40r"]
     assert _reaimed(scenario, before, before) is None  # it still strikes what it struck: left alone
     assert _reaimed(scenario, _sent(*reads, carrying={reads[46]: "empty (0 unfinished)"}), before) is None
+
+
+def _heard(*received: tuple[int, str, int]) -> Any:
+    """A run in which each client received the message of that key at that time."""
+    return SimpleNamespace(raw_trace=tuple((at, client, "recv", ("@ (#)", None, key)) for at, client, key in received))
+
+
+def test_a_pause_moves_with_the_last_reply_its_client_heard_before_it() -> None:
+    # c2 was granted its lease at 143 s and paused 20 s into its work; with a contending job deleted, the grant comes
+    # at 100 s: the pause follows it to 120 s, where its old time would strike after the work was done.
+    granted = message_key(4, 1, 1) | RESPONSE
+    pause = make_step(9, 163_000, "c2", "pause", **{"for": 40_000})
+    crash = make_step(10, 170_000, "c3", "crash")
+    scenario = scripted(load_scenario(None), (make_step(4, 0, "c2", "acquire", limit="db", slots=1, work=60_000),
+                                             pause, crash))
+    before = _heard((90_000, "c2", message_key(4, 1, 0) | RESPONSE), (143_000, "c2", granted), (150_000, "c3", 7))
+    after = _heard((100_000, "c2", granted), (150_000, "c3", 7))
+    again = _retimed(scenario, after, before)
+    assert again is not None
+    assert {s.actor: s.at for s in again.steps or () if s.action in ("pause", "crash")} == {"c2": 120_000, "c3": 170_000}
+    assert _retimed(scenario, before, before) is None  # nothing it heard moved: left alone
 
 
 def test_folding_a_client_moves_its_faults_onto_the_other_and_keeps_the_struck_job_long_enough() -> None:

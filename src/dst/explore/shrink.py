@@ -155,7 +155,7 @@ class Shrinker:
         result = run(candidate, self.seed)
         self._pass.seconds += self.clock() - began
         if not self._same_violation(result):
-            again = None if self._pass.name == "re_aim" else _reaimed(candidate, result, self.best_result)  # once: no chain
+            again = None if self._pass.name == "re_aim" else _followed(candidate, result, self.best_result)  # once
             return again is not None and self._reaim(again)
         self.best, self.best_result = candidate, result
         self._pass.kept += 1
@@ -168,8 +168,8 @@ class Shrinker:
         return self.error_shape is None or shape(result.violation.message) == self.error_shape
 
     def _reaim(self, candidate: Scenario) -> bool:
-        """Run a candidate whose pinned faults were re-aimed at the messages the change left (counted apart, as
-        the pass ``re_aim``)."""
+        """Run a candidate whose faults were made to follow what they were about, where the change moved it
+        (:func:`_followed`; counted apart, as the pass ``re_aim``)."""
         doing, self._pass = self._pass, self.passes.setdefault("re_aim", PassStats("re_aim"))
         try:
             return self.consider(candidate)
@@ -353,6 +353,48 @@ def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
 
 
 _DIGITS = re.compile(r"(\d+)")
+
+
+def _followed(candidate: Scenario, result: RunResult, before: RunResult | None) -> Scenario | None:
+    """``candidate`` (which ran as ``result`` and lost the violation ``before`` had) with its faults made to follow
+    what they were about, or None if nothing moved: a pinned fault its request (:func:`_reaimed`), a timed fault
+    on a client the last reply that client had heard before it (:func:`_retimed`)."""
+    aimed = _reaimed(candidate, result, before)
+    timed = _retimed(aimed or candidate, result, before) if before is not None else None
+    return timed or aimed
+
+
+def _retimed(candidate: Scenario, result: RunResult, before: RunResult) -> Scenario | None:
+    """``candidate`` with each timed fault on a client moved by as much as the last reply its client had heard
+    before it moved: deleting a step that contended for a slot has a client granted its lease sooner, and a
+    pause 20 s into its work, kept at its old time, strikes after the work is done. A person moves the pause with
+    the grant; this does. None if no such reply moved."""
+    heard_before, heard_now = _heard(before), _heard(result)
+    steps, changed = list(candidate.steps or ()), False
+    for index, step in enumerate(steps):
+        kind = fault_of(step)
+        if kind is None or kind.target != "client" or kind.pinned or step.arg("moment") is not None:
+            continue
+        last = None
+        for at, key in heard_before.get(step.actor, ()):
+            if at > step.at:
+                break
+            last = (at, key)
+        if last is None:
+            continue
+        now = next((at for at, key in heard_now.get(step.actor, ()) if key == last[1]), None)
+        if now is not None and now != last[0]:
+            steps[index], changed = attrs.evolve(step, at=max(0, step.at + now - last[0])), True
+    return attrs.evolve(candidate, steps=sort_steps(steps)) if changed else None
+
+
+def _heard(result: RunResult) -> dict[str, list[tuple[int, int]]]:
+    """What each client received in a run: (time, key), in time order."""
+    heard: dict[str, list[tuple[int, int]]] = {}
+    for at, actor, what, detail in result.raw_trace:
+        if what == "recv" and is_client(actor) and isinstance(detail, tuple) and len(detail) == 3:
+            heard.setdefault(actor, []).append((at, detail[2]))
+    return heard
 
 
 def _reaimed(candidate: Scenario, result: RunResult, before: RunResult | None = None) -> Scenario | None:
