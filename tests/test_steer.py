@@ -77,9 +77,10 @@ def test_a_block_waits_for_the_block_before_the_last() -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(arms=st.integers(1, 6), reached=st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=3), max_size=60))
-def test_every_seed_has_an_arm_and_no_arm_is_starved(arms: int, reached: list[list[str]]) -> None:
-    steering = Steering(arms, (RARE,))
+@given(arms=st.integers(1, 6), broad=st.integers(0, 6),
+       reached=st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=3), max_size=60))
+def test_every_seed_has_an_arm_and_no_arm_is_starved(arms: int, broad: int, reached: list[list[str]]) -> None:
+    steering = Steering(arms, (RARE,), broad)
     for position, names in enumerate(reached + [[]] * (3 * 4 * arms)):
         assert steering.ready(position)
         arm = steering.arm(position)
