@@ -182,3 +182,28 @@ def test_its_resource_shows_its_fence_and_what_the_writes_left_so_the_harness_ch
     assert table.fence("db/0") == 5 and table.contents("db/0") == "written by c1#1 with token 5"  # the refused left none
     table.write(Write(token=5, lease=1, holder="c1#1", limit="db", seat=1))
     assert table.fence("db/1") == 5 and table.fence("db/0") == 5
+
+
+def test_a_renewal_that_commits_after_a_later_one_does_not_move_the_expiry_back(tmp_path):
+    # Two renewals of one lease (a duplicated message): the one stamped first waits (for the write lock, a slow
+    # round trip) and commits last. The lease keeps the later expiry, and both are told it (expiry-only-forward).
+    from types import SimpleNamespace
+
+    from dst.reference.protocol import Renew, Renewed
+    from examples.sqlite_leases.database import Database
+    from examples.sqlite_leases.service import LeaseService, create
+
+    path = str(tmp_path / "leases.db")
+    create(path, {"db": 1})
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO leases VALUES (1, 'c1#1', 'db', 1, 1000, 0)")
+    clock = SimpleNamespace(now=800)
+    env = SimpleNamespace(clock=clock, facts=SimpleNamespace(lease_renewed=lambda lease, limit: None), bugs=())
+    service = LeaseService(Database(path), env, ttl=1000, reaper_interval=100, retry_after=10)
+    stamped_first = service.renew(Renew(lease=1, holder="c1#1"))
+    stamped_first.send(None)  # stamped at t=800, it waits for its first round trip ...
+    clock.now = 900
+    stamped_later = service.renew(Renew(lease=1, holder="c1#1"))  # ... and t=900, which commits first
+    assert drive(stamped_later) == Renewed(1900)
+    assert drive(stamped_first) == Renewed(1900)  # told the expiry the lease has, not 1800
+    assert sqlite3.connect(path).execute("SELECT expiry FROM leases").fetchall() == [(1900,)]

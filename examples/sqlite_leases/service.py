@@ -99,12 +99,14 @@ class LeaseService(sut.Service):
         async def body(tx: Transaction) -> Renewed | Refused:
             # Renewal asks only that the lease still exist: a slot is never given away before the reaper
             # has deleted its lease, so a late renewal that finds its lease still holds a slot no one else has.
-            found = await tx.execute("UPDATE leases SET expiry = ? WHERE id = ? AND holder = ? RETURNING limit_name",
-                                     (expiry, req.lease, req.holder))
+            # MAX: a renewal stamped earlier that commits after a later one (it waited for the write lock)
+            # must not move the expiry back under a holder told the later one.
+            found = await tx.execute("UPDATE leases SET expiry = MAX(expiry, ?) WHERE id = ? AND holder = ? "
+                                     "RETURNING limit_name, expiry", (expiry, req.lease, req.holder))
             if not found:
                 return Refused("no such lease")
             tx.report(self.facts.lease_renewed, req.lease, found[0][0])
-            return Renewed(expiry)
+            return Renewed(int(found[0][1]))
 
         return await self.db.transaction(body)
 
