@@ -8,6 +8,10 @@ statements of a handler. What keeps a transaction whole is SQLite itself:
   serialized, and a check made inside one still holds when it writes.
 * ``COMMIT`` makes all of a transaction's changes visible at once. Until then the harness is told
   nothing: the facts a transaction reports are held back and reported when it commits.
+* Connections come from a pool of at most ``POOL``, as a real service's driver keeps them: a
+  request that finds them all taken waits a round trip and asks again. (Unbounded, a storm of
+  retries behind slow round trips opened one per waiting transaction until the process ran out of
+  file handles.)
 * A server crash closes every connection. SQLite rolls back a transaction that had not committed,
   as it does when a process dies; what was committed stays in the file, and the restarted server
   opens it again.
@@ -24,6 +28,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 from dst import sut
 
 T = TypeVar("T")
+POOL = 32  # connections at most
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -67,12 +72,27 @@ class Database:
         self.path = path
         self.autocommit = autocommit
         self._idle: list[sqlite3.Connection] = []
-        self._open: dict[sqlite3.Connection, None] = {}  # connections with a transaction running (ordered)
+        self._open: dict[sqlite3.Connection, None] = {}  # connections in use: a transaction or a read (ordered)
+
+    async def _connection(self) -> sqlite3.Connection:
+        """A connection of the pool, marked in use: an idle one, a new one, or, with ``POOL`` in use, the first
+        to come back after a round trip or more."""
+        while not self._idle and len(self._open) >= POOL:
+            await sut.store_step()
+        conn = self._idle.pop() if self._idle else connect(self.path)
+        self._open[conn] = None
+        return conn
+
+    def _release(self, conn: sqlite3.Connection) -> None:
+        if conn in self._open:  # not if the process crashed meanwhile: the connection is gone
+            del self._open[conn]
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")  # the body raised: nothing of it happened
+            self._idle.append(conn)
 
     async def transaction(self, body: Callable[[Transaction], Awaitable[T]]) -> T:
         """Run ``body`` as one transaction; its facts are reported when it commits."""
-        conn = self._idle.pop() if self._idle else connect(self.path)
-        self._open[conn] = None
+        conn = await self._connection()
         tx = Transaction(conn, self.autocommit)
         try:
             if not self.autocommit:
@@ -91,20 +111,16 @@ class Database:
                     fact(*args)
             return result
         finally:
-            if conn in self._open:  # not if the process crashed meanwhile: the connection is gone
-                del self._open[conn]
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")  # the body raised: nothing of it happened
-                self._idle.append(conn)
+            self._release(conn)
 
     async def read(self, sql: str, params: dict[str, Any] | tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """One query outside any transaction (a round trip; it sees what is committed and takes no lock)."""
         await sut.store_step()
-        conn = self._idle.pop() if self._idle else connect(self.path)
+        conn = await self._connection()
         try:
             return conn.execute(sql, params).fetchall()
         finally:
-            self._idle.append(conn)
+            self._release(conn)
 
     def crash(self) -> None:
         """The server process dies: its connections close, and SQLite rolls back what had not committed."""
