@@ -82,3 +82,18 @@ def test_folding_a_client_moves_its_faults_onto_the_other_and_keeps_the_struck_j
     assert [(s.id, s.actor, s.action) for s in folded] == [(1, "c1", "acquire"), (3, "c1", "crash")]
     assert folded[0].arg("work") == 105_000  # until the job the crash struck would have ended
     assert _folded(steps, "c1", "c2") == [steps[1], steps[2]]  # c1 had no fault: its job just goes
+
+
+def test_a_stale_write_on_two_seats_shrinks_to_one_seat_without_the_holder_of_the_other() -> None:
+    # Seed 25 of the default scenario finds the unfenced write with a third client keeping the other seat of a
+    # limit of 2 busy; lowering the limit alone has that client block the others. A seat and that client go
+    # together, and the story is the textbook one: a holder paused past its lease, the next one writing first.
+    import attrs
+
+    from dst.explore.record import minimize
+
+    shrunk = minimize(attrs.evolve(load_scenario(None), bugs=("unfenced-resource",)), 25, use_swarm=True)
+    assert shrunk is not None and shrunk.result.violation is not None
+    assert shrunk.result.violation.invariant == "fenced-writes"
+    assert shrunk.scenario.model.limits == (("db", 1),) and shrunk.steps_after <= 4
+    assert any(p.name == "fewer_seats" and p.kept for p in shrunk.passes)

@@ -252,6 +252,19 @@ class Shrinker:
                     if self.consider(attrs.evolve(self.best, model=attrs.evolve(self.best.model, limits=limits))):
                         break
 
+    def fewer_seats(self) -> None:
+        """A seat fewer and a client fewer together: a holder that only kept the other seat busy goes with it
+        (on a limit of 2, the stale write needs a third client to keep one seat taken; on a limit of 1 it does
+        not, but lowering the limit alone has that client block the others)."""
+        for limit, cap in self.best.model.limits:
+            if cap < 2:
+                continue
+            fewer = tuple((name, cap - 1 if name == limit else c) for name, c in self.best.model.limits)
+            for actor in sorted({s.actor for s in self.best.steps or () if is_client(s.actor)}):
+                candidate = self.with_steps(s for s in self.best.steps or () if s.actor != actor)
+                if self.consider(attrs.evolve(candidate, model=attrs.evolve(candidate.model, limits=fewer))):
+                    return
+
     def merge_faults(self) -> None:
         """One fault for several, where the registry says one says it (a partition for the messages a client
         lost, one pause for its pauses), spanning them all."""
@@ -284,7 +297,7 @@ class Shrinker:
 
     def shrink(self) -> StopReason:
         passes = (self.delete_chunks, self.delete_clients, self.fold_clients, self.merge_faults, self.shorten,
-                  self.lower_counts, self.plain_environment)
+                  self.lower_counts, self.fewer_seats, self.plain_environment)
         try:
             while True:
                 before = size(self.best)
