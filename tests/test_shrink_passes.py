@@ -6,7 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from dst.explore.shrink import _folded, _reaimed, _retimed
+from dst.explore.follow import reaimed, retimed
+from dst.explore.shrink import _folded
 from dst.plan import make_step
 from dst.scenario import load_scenario, scripted
 from dst.sim.trace import RESPONSE, SENT, message_key
@@ -24,7 +25,7 @@ def test_a_pinned_fault_whose_message_was_never_sent_follows_the_nearest_one_of_
     scenario = scripted(load_scenario(None), (make_step(5, 0, "c1", "acquire", limit="db", slots=1, work=1000),
                                              lost))
     answered = [message_key(5, 2, n) | RESPONSE for n in (0, 1)]  # two tries were answered; the fourth never sent
-    again = _reaimed(scenario, _sent(message_key(5, 2, 0), *answered, message_key(6, 2, 3) | RESPONSE))
+    again = reaimed(scenario, _sent(message_key(5, 2, 0), *answered, message_key(6, 2, 3) | RESPONSE))
     assert again is not None
     assert [s.arg("message") for s in again.steps or () if s.action == "lose"] == ["5.2.1r"]
 
@@ -33,8 +34,8 @@ def test_a_pinned_fault_that_struck_is_left_alone() -> None:
     lost = make_step(9, 1000, "net", "lose", message="5.2.0r")
     scenario = scripted(load_scenario(None), (make_step(5, 0, "c1", "acquire", limit="db", slots=1, work=1000),
                                              lost))
-    assert _reaimed(scenario, _sent(message_key(5, 2, 0) | RESPONSE)) is None
-    assert _reaimed(scenario, _sent(message_key(5, 3, 0) | RESPONSE)) is None  # nothing of its request to aim at
+    assert reaimed(scenario, _sent(message_key(5, 2, 0) | RESPONSE)) is None
+    assert reaimed(scenario, _sent(message_key(5, 3, 0) | RESPONSE)) is None  # nothing of its request to aim at
 
 
 def test_a_pinned_fault_follows_what_its_message_carried_when_a_deletion_shifts_the_ordinals() -> None:
@@ -47,10 +48,10 @@ def test_a_pinned_fault_follows_what_its_message_carried_when_a_deletion_shifts_
     # Claims renumber too (one fewer was handed out): what it carried is the run, more than the claim.
     after = _sent(*reads, carrying={reads[40]: "delivered run 15 claim 2", reads[44]: "delivered run 14 claim 3",
                                     reads[46]: "empty (0 unfinished)"})
-    again = _reaimed(scenario, after, before)
+    again = reaimed(scenario, after, before)
     assert again is not None and [s.arg("message") for s in again.steps or () if s.action == "lose"] == ["2.10.40r"]
-    assert _reaimed(scenario, before, before) is None  # it still strikes what it struck: left alone
-    assert _reaimed(scenario, _sent(*reads, carrying={reads[46]: "empty (0 unfinished)"}), before) is None
+    assert reaimed(scenario, before, before) is None  # it still strikes what it struck: left alone
+    assert reaimed(scenario, _sent(*reads, carrying={reads[46]: "empty (0 unfinished)"}), before) is None
 
 
 def _heard(*received: tuple[int, str, int]) -> Any:
@@ -68,10 +69,10 @@ def test_a_pause_moves_with_the_last_reply_its_client_heard_before_it() -> None:
                                              pause, crash))
     before = _heard((90_000, "c2", message_key(4, 1, 0) | RESPONSE), (143_000, "c2", granted), (150_000, "c3", 7))
     after = _heard((100_000, "c2", granted), (150_000, "c3", 7))
-    again = _retimed(scenario, after, before)
+    again = retimed(scenario, after, before)
     assert again is not None
     assert {s.actor: s.at for s in again.steps or () if s.action in ("pause", "crash")} == {"c2": 120_000, "c3": 170_000}
-    assert _retimed(scenario, before, before) is None  # nothing it heard moved: left alone
+    assert retimed(scenario, before, before) is None  # nothing it heard moved: left alone
 
 
 def test_folding_a_client_moves_its_faults_onto_the_other_and_keeps_the_struck_job_long_enough() -> None:

@@ -59,6 +59,10 @@ class Step:
                 return value
         return default
 
+    def with_arg(self, name: str, value: object) -> Step:
+        """This step with argument ``name`` set to ``value``."""
+        return attrs.evolve(self, args=tuple(sorted({**dict(self.args), name: value}.items())))
+
     def number(self, name: str, default: int = 0) -> int:
         """An integer argument (a duration in ms, a count): the loader has checked its kind."""
         value = self.arg(name, default)

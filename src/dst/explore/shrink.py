@@ -13,13 +13,14 @@ passes, run until none makes progress:
 2. delete every step of one client, or fold it into another (its faults moved there, its jobs gone);
 3. write one fault for several: a partition for the messages a client lost, one pause for its pauses;
 4. shorten durations (to zero, half, whole seconds) and close gaps between steps;
-5. lower counts: renumber clients densely, fewer writes and slots, a smaller capacity;
+5. lower counts: renumber clients densely, fewer writes and slots, a smaller capacity, and a seat
+   fewer together with the client that only kept it busy;
 6. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
    the uniform scheduler.
 
-A candidate that fails because a pinned fault missed (its message was never sent: the change took a
-retry away) is tried once more with that fault re-aimed at the nearest message of the same step and
-kind (counted as the pass ``re_aim``).
+A candidate that loses the violation is tried once more with its faults made to follow what they were
+about where the change moved it (:mod:`dst.explore.follow`: a pinned fault its request, a pause the
+last reply its client heard), counted as the pass ``re_aim``.
 
 Before the passes, the faults the keyed draws made (a lost, duplicated or delayed message, a
 slow store round trip) are written as explicit steps that pin them, and the probabilities that
@@ -35,7 +36,6 @@ random draws of the steps that stay do not shift when one is deleted.
 from __future__ import annotations
 
 import enum
-import re
 import time
 from typing import Any, Callable, Iterable, Iterator, cast
 
@@ -45,10 +45,11 @@ from ..errors import MODEL_ERROR, UserError
 from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..invariants import shape
-from ..sim.trace import BACKGROUND, SENT, format_detail, key_name, parse_key
+from ..sim.trace import parse_key
 from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
+from .follow import followed
 
 
 class StopReason(enum.Enum):
@@ -155,7 +156,7 @@ class Shrinker:
         result = run(candidate, self.seed)
         self._pass.seconds += self.clock() - began
         if not self._same_violation(result):
-            again = None if self._pass.name == "re_aim" else _followed(candidate, result, self.best_result)  # once
+            again = None if self._pass.name == "re_aim" else followed(candidate, result, self.best_result)  # once
             return again is not None and self._reaim(again)
         self.best, self.best_result = candidate, result
         self._pass.kept += 1
@@ -169,7 +170,7 @@ class Shrinker:
 
     def _reaim(self, candidate: Scenario) -> bool:
         """Run a candidate whose faults were made to follow what they were about, where the change moved it
-        (:func:`_followed`; counted apart, as the pass ``re_aim``)."""
+        (:func:`~dst.explore.follow.followed`; counted apart, as the pass ``re_aim``)."""
         doing, self._pass = self._pass, self.passes.setdefault("re_aim", PassStats("re_aim"))
         try:
             return self.consider(candidate)
@@ -242,7 +243,7 @@ class Shrinker:
                 value = steps[index].arg(name)
                 if isinstance(value, int) and value > (0 if name == "writes" else 1):
                     for lower in dict.fromkeys((0 if name == "writes" else 1, value // 2, value - 1)):
-                        steps[index] = _with_arg(steps[index], name, lower)
+                        steps[index] = steps[index].with_arg(name, lower)
                         if self.consider(self.with_steps(steps)):
                             break
         for limit, cap in self.best.model.limits:
@@ -329,7 +330,7 @@ def _folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
             if _client_fault(step):
                 out.append(attrs.evolve(step, actor=into))
         elif step.id in lengthen and lengthen[step.id] > cast(int, step.arg("work", 0)):
-            out.append(_with_arg(step, "work", lengthen[step.id]))
+            out.append(step.with_arg("work", lengthen[step.id]))
         else:
             out.append(step)
     return out
@@ -341,17 +342,13 @@ def _client_fault(step: Step) -> bool:
     return kind is not None and kind.target == "client" and not kind.pinned
 
 
-def _with_arg(step: Step, name: str, value: object) -> Step:
-    return attrs.evolve(step, args=tuple(sorted({**dict(step.args), name: value}.items())))
-
-
 def _shorter_steps(step: Step) -> Iterator[Step]:
     kinds = ACTIONS[step.action][1]
     for name, value in step.args:
         if kinds.get(name) == "duration" and isinstance(value, int) and value > 0:
             for shorter in dict.fromkeys((0, value // 2, value - value % 1000)):
                 if shorter < value:
-                    yield _with_arg(step, name, shorter)
+                    yield step.with_arg(name, shorter)
 
 
 def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
@@ -363,106 +360,6 @@ def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_latency=(sc.model.store_latency[0],) * 2))
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_slow=0.0))
     yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
-
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def _followed(candidate: Scenario, result: RunResult, before: RunResult | None) -> Scenario | None:
-    """``candidate`` (which ran as ``result`` and lost the violation ``before`` had) with its faults made to follow
-    what they were about, or None if nothing moved: a pinned fault its request (:func:`_reaimed`), a timed fault
-    on a client the last reply that client had heard before it (:func:`_retimed`)."""
-    aimed = _reaimed(candidate, result, before)
-    timed = _retimed(aimed or candidate, result, before) if before is not None else None
-    return timed or aimed
-
-
-def _retimed(candidate: Scenario, result: RunResult, before: RunResult) -> Scenario | None:
-    """``candidate`` with each timed fault on a client moved by as much as the last reply its client had heard
-    before it moved: deleting a step that contended for a slot has a client granted its lease sooner, and a
-    pause 20 s into its work, kept at its old time, strikes after the work is done. A person moves the pause with
-    the grant; this does. None if no such reply moved."""
-    heard_before, heard_now = _heard(before), _heard(result)
-    steps, changed = list(candidate.steps or ()), False
-    for index, step in enumerate(steps):
-        kind = fault_of(step)
-        if kind is None or kind.target != "client" or kind.pinned or step.arg("moment") is not None:
-            continue
-        last = None
-        for at, key in heard_before.get(step.actor, ()):
-            if at > step.at:
-                break
-            last = (at, key)
-        if last is None:
-            continue
-        now = next((at for at, key in heard_now.get(step.actor, ()) if key == last[1]), None)
-        if now is not None and now != last[0]:
-            steps[index], changed = attrs.evolve(step, at=max(0, step.at + now - last[0])), True
-    return attrs.evolve(candidate, steps=sort_steps(steps)) if changed else None
-
-
-def _heard(result: RunResult) -> dict[str, list[tuple[int, int]]]:
-    """What each client received in a run: (time, key), in time order."""
-    heard: dict[str, list[tuple[int, int]]] = {}
-    for at, actor, what, detail in result.raw_trace:
-        if what == "recv" and is_client(actor) and isinstance(detail, tuple) and len(detail) == 3:
-            heard.setdefault(actor, []).append((at, detail[2]))
-    return heard
-
-
-def _reaimed(candidate: Scenario, result: RunResult, before: RunResult | None = None) -> Scenario | None:
-    """``candidate`` with its pinned faults aimed again at the requests they were about, or None if none moved. A
-    fault is about a request of its step (a job, a worker's shift), its kind and its direction; a deletion can
-    change how many of those there are before it (a retry fewer where nothing contends, a worker's reads shifted
-    by the runs it no longer serves), so the ordinal it names may now be another message, or none. Where the
-    message it struck in ``before`` (the run it was kept on) now carries something else, it follows what that
-    message carried (the reply that handed out run 15) to the nearest of its request's messages that carries the
-    same; where its message was never sent, it goes to the nearest before it (else the first after)."""
-    sent = _carried(result)
-    was = _carried(before) if before is not None else {}
-    steps, changed = list(candidate.steps or ()), False
-    for index, step in enumerate(steps):
-        message = step.arg("message") if is_pinned(step) else None
-        if not isinstance(message, str):
-            continue
-        key = parse_key(message)
-        if key & BACKGROUND or key >> 64:
-            continue
-        same = sorted(k for k in sent if k & ~0xFFF == key & ~0xFFF)  # the same step, kind and direction
-        what = was.get(key)
-        if what is not None and sent.get(key) != what:
-            best = max((_likeness(sent[k], what) for k in same), default=())
-            if best:  # the message most like it (the nearest of those): its own, under a renumbered claim
-                nearest = min((k for k in same if _likeness(sent[k], what) == best), key=lambda k: (abs(k - key), k))
-                steps[index], changed = _with_arg(step, "message", key_name(nearest)), True
-                continue
-        if same and key not in sent:
-            nearest = max((k for k in same if k < key), default=same[0])
-            steps[index], changed = _with_arg(step, "message", key_name(nearest)), True
-    return attrs.evolve(candidate, steps=sort_steps(steps)) if changed else None
-
-
-def _likeness(text: str, like: str) -> tuple[bool, ...]:
-    """How much ``text`` says what ``like`` says: nothing unless both are the same words around their numbers;
-    then whether they are the same, and which numbers they share in place, the first first (what a message names
-    first is what it is about: ``delivered run 15 claim 2`` is more like ``delivered run 15 claim 3`` than
-    ``delivered run 14 claim 3`` is; claims renumber when a deletion takes one away, runs do not)."""
-    words, numbers = _DIGITS.split(text), _DIGITS.split(like)
-    if words[0::2] != numbers[0::2]:
-        return ()
-    return (True, text == like, *(a == b for a, b in zip(words[1::2], numbers[1::2])))
-
-
-def _carried(result: RunResult) -> dict[int, str]:
-    """What each message of a run carried (its request or reply, as the trace shows it), by key."""
-    carried = {}
-    for _, _, _, detail in result.raw_trace:
-        if isinstance(detail, tuple) and detail and detail[0] == SENT:
-            try:
-                carried[detail[3]] = format_detail(("@", detail[1]))
-            except Exception:  # a user's record that cannot say itself: its fault goes by ordinal alone
-                continue
-    return carried
 
 
 def _what(step: Step) -> tuple[Any, ...]:
