@@ -9,6 +9,7 @@ import os
 import sqlite3
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import attrs
 import pytest
@@ -106,7 +107,7 @@ def test_a_crash_rolls_back_the_open_transaction_and_keeps_the_committed(tmp_pat
     path = str(tmp_path / "t.db")
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE t (v INTEGER)")
-    db = Database(path)
+    db = Database(path, SimpleNamespace(now=0))
     told: list[int] = []
 
     async def insert(tx, value):
@@ -127,28 +128,37 @@ def test_a_crash_rolls_back_the_open_transaction_and_keeps_the_committed(tmp_pat
     assert sqlite3.connect(path).execute("SELECT v FROM t ORDER BY v").fetchall() == [(1,), (3,)]
 
 
-def test_a_transaction_waits_for_the_write_lock_and_autocommit_does_not_hold_facts(tmp_path):
-    from examples.sqlite_leases.database import Database
+def test_transactions_queue_for_the_write_lock_the_reaper_first_and_autocommit_does_not_hold_facts(tmp_path):
+    from examples.sqlite_leases.database import Busy, Database
 
     path = str(tmp_path / "t.db")
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("CREATE TABLE t (v INTEGER)")
-    db = Database(path)
+    clock = SimpleNamespace(now=0)
+    db = Database(path, clock)
 
     async def insert(tx, value):
         await tx.execute("INSERT INTO t VALUES (?)", (value,))
 
-    first, second = db.transaction(lambda tx: insert(tx, 1)), db.transaction(lambda tx: insert(tx, 2))
-    first.send(None)
-    first.send(None)  # holds the lock, not committed
-    for _ in range(5):
-        assert second.send(None) is None  # waits a round trip at a time for the lock
-    drive(first)
+    holder = db.transaction(lambda tx: insert(tx, 1))
+    holder.send(None)
+    holder.send(None)  # BEGIN IMMEDIATE: it holds the lock, not committed
+    second, reaper = db.transaction(lambda tx: insert(tx, 2)), db.transaction(lambda tx: insert(tx, 3), first=True)
+    impatient = db.transaction(lambda tx: insert(tx, 4), lock_timeout=50)
+    for waiting in (second, reaper, impatient):
+        assert waiting.send(None)[0] == sut.WAIT  # parked in the queue: no round trip after round trip
+    clock.now = 50
+    with pytest.raises(Busy):  # its lock timeout passed in the queue: nothing of it ran
+        impatient.send(None)
+    assert second.send(None)[0] == sut.WAIT  # still behind the holder
+    drive(holder)  # commits: the next in line, the reaper's, goes ahead of the one queued before it
+    assert second.send(None)[0] == sut.WAIT
+    drive(reaper)
     drive(second)
-    assert sqlite3.connect(path).execute("SELECT v FROM t ORDER BY v").fetchall() == [(1,), (2,)]
+    assert sqlite3.connect(path).execute("SELECT v FROM t").fetchall() == [(1,), (3,), (2,)]
 
-    statements = Database(path, autocommit=True)
+    statements = Database(path, clock, autocommit=True)
     told: list[int] = []
 
     async def report_each(tx):
@@ -184,11 +194,9 @@ def test_its_resource_shows_its_fence_and_what_the_writes_left_so_the_harness_ch
     assert table.fence("db/1") == 5 and table.fence("db/0") == 5
 
 
-def test_a_renewal_that_commits_after_a_later_one_does_not_move_the_expiry_back(tmp_path):
-    # Two renewals of one lease (a duplicated message): the one stamped first waits (for the write lock, a slow
-    # round trip) and commits last. The lease keeps the later expiry, and both are told it (expiry-only-forward).
-    from types import SimpleNamespace
-
+def test_renewals_commit_in_the_order_they_arrived_so_the_expiry_only_moves_forward(tmp_path):
+    # Two renewals of one lease (a duplicated message): the one stamped first holds the write lock through a
+    # round trip, and the later one queues behind it, so the expiry goes 1800 then 1900 (expiry-only-forward).
     from dst.reference.protocol import Renew, Renewed
     from examples.sqlite_leases.database import Database
     from examples.sqlite_leases.service import LeaseService, create
@@ -199,11 +207,12 @@ def test_a_renewal_that_commits_after_a_later_one_does_not_move_the_expiry_back(
         conn.execute("INSERT INTO leases VALUES (1, 'c1#1', 'db', 1, 1000, 0)")
     clock = SimpleNamespace(now=800)
     env = SimpleNamespace(clock=clock, facts=SimpleNamespace(lease_renewed=lambda lease, limit: None), bugs=())
-    service = LeaseService(Database(path), env, ttl=1000, reaper_interval=100, retry_after=10)
+    service = LeaseService(Database(path, clock), env, ttl=1000, reaper_interval=100, retry_after=10)
     stamped_first = service.renew(Renew(lease=1, holder="c1#1"))
     stamped_first.send(None)  # stamped at t=800, it waits for its first round trip ...
     clock.now = 900
-    stamped_later = service.renew(Renew(lease=1, holder="c1#1"))  # ... and t=900, which commits first
+    stamped_later = service.renew(Renew(lease=1, holder="c1#1"))  # ... and t=900, queued behind it
+    assert stamped_later.send(None)[0] == sut.WAIT
+    assert drive(stamped_first) == Renewed(1800)
     assert drive(stamped_later) == Renewed(1900)
-    assert drive(stamped_first) == Renewed(1900)  # told the expiry the lease has, not 1800
     assert sqlite3.connect(path).execute("SELECT expiry FROM leases").fetchall() == [(1900,)]

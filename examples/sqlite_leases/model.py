@@ -53,7 +53,7 @@ def build(env: sut.Env[Options]) -> sut.System:
         create(path, dict(env.limits))
         # wrong (autocommit): the driver runs without transactions: each statement commits on its own (Prefect #18991:
         # the increment and the lease's creation were not one transaction)
-        db = Database(path, autocommit="autocommit" in env.bugs)
+        db = Database(path, env.clock, autocommit="autocommit" in env.bugs)
         o = env.options
         view, resource = LeaseView(path), FencedTable(os.path.join(folder, "resource.db"), env.facts)
     except BaseException:  # a build that fails leaves nothing behind either

@@ -6,8 +6,10 @@ ids and fencing tokens. Admission is one conditional increment,
 ``UPDATE limits SET active = active + n WHERE ... AND active + n <= capacity``, and the lease is
 inserted in the same transaction. Renewal moves a lease's expiry if the lease still exists. Release
 deletes the lease and gives its slots back in one transaction, and only if the delete found it:
-the delete is the claim. A reaper, every ``reaper_interval``, deletes leases past their expiry,
-re-checking the expiry in the delete itself.
+the delete is the claim. A reaper, every ``reaper_interval``, deletes the leases past their expiry
+in one transaction, re-checking the expiry in the delete itself. Transactions queue for SQLite's
+write lock (:mod:`.database`); the reaper's go to the front, and an acquire that waits longer than
+``retry_after`` is denied, so a storm of retries can neither starve the reaper nor grow the queue.
 
 Each wrong behaviour a bug switch turns on is at one place, marked ``# wrong:``.
 """
@@ -19,7 +21,7 @@ from typing import Any, Callable, Coroutine
 from dst import sut
 from dst.reference.protocol import Acquire, Denied, Done, Exit, Granted, Refused, Release, Renew, Renewed, Write
 
-from .database import Database, Transaction, connect
+from .database import Busy, Database, Transaction, connect
 
 SCHEMA = """
 PRAGMA journal_mode=WAL;
@@ -75,7 +77,10 @@ class LeaseService(sut.Service):
                                                       (req.limit,))
             if active + req.slots > capacity:
                 return Denied(self.retry_after)
-        return await self.db.transaction(lambda tx: self._admit(tx, req))
+        try:  # an acquire that cannot begin within retry_after is told to come back then, as if the limit were full
+            return await self.db.transaction(lambda tx: self._admit(tx, req), lock_timeout=self.retry_after)
+        except Busy:
+            return Denied(self.retry_after)
 
     async def _admit(self, tx: Transaction, req: Acquire) -> Granted | Denied:
         if "check-then-increment" in self.bugs:
@@ -99,8 +104,8 @@ class LeaseService(sut.Service):
         async def body(tx: Transaction) -> Renewed | Refused:
             # Renewal asks only that the lease still exist: a slot is never given away before the reaper
             # has deleted its lease, so a late renewal that finds its lease still holds a slot no one else has.
-            # MAX: a renewal stamped earlier that commits after a later one (it waited for the write lock)
-            # must not move the expiry back under a holder told the later one.
+            # MAX: renewals commit in the order they queued for the write lock, which is the order of their
+            # stamps; were it ever not (a second process on the file), the expiry still would not move back.
             found = await tx.execute("UPDATE leases SET expiry = MAX(expiry, ?) WHERE id = ? AND holder = ? "
                                      "RETURNING limit_name, expiry", (expiry, req.lease, req.holder))
             if not found:
@@ -119,7 +124,7 @@ class LeaseService(sut.Service):
             if not found:
                 return Refused("no such lease")
             return await self.db.transaction(lambda tx: self._delete_then_give_back(tx, req.lease, *found[0]))
-        return await self.db.transaction(lambda tx: self._revoke(tx, req.lease, " AND holder = ?", (req.holder,)))
+        return await self.db.transaction(lambda tx: self._revoke(tx, "id = ? AND holder = ?", (req.lease, req.holder)))
 
     async def exit(self, req: Exit) -> Done:
         return Done("held nothing")  # a job that gave up waiting never took a slot
@@ -127,36 +132,43 @@ class LeaseService(sut.Service):
     # --- the reaper ---------------------------------------------------------------------------
 
     async def reap(self) -> None:
-        """Find the leases past their expiry, then revoke each in a transaction of its own."""
-        expired = await self.db.read("SELECT id FROM leases WHERE expiry <= ? ORDER BY id", (self.clock.now,))
-        for (lease,) in expired:
-            if "reaper-without-recheck" in self.bugs:
-                # wrong: delete by id alone: a lease renewed since the read above goes too (TLA+ StaleReap)
-                await self.db.transaction(lambda tx: self._revoke(tx, lease, "", ()))
-            else:
-                await self.db.transaction(lambda tx: self._revoke(tx, lease, " AND expiry <= ?", (self.clock.now,)))
+        """Delete the leases past their expiry, in one transaction that goes to the front of the queue for the
+        write lock (a reaper that waited behind the requests its slots are wanted by would strand them)."""
+        expired = [lease for (lease,) in await self.db.read("SELECT id FROM leases WHERE expiry <= ? ORDER BY id",
+                                                            (self.clock.now,))]
+        if not expired:
+            return  # no transaction, no wait for the lock
+        if "reaper-without-recheck" in self.bugs:
+            # wrong: delete by id what the read found: a lease renewed since the read goes too (TLA+ StaleReap)
+            await self.db.transaction(lambda tx: self._revoke(tx, f"id IN ({', '.join('?' * len(expired))})",
+                                                              tuple(expired)), first=True)
+        else:
+            await self.db.transaction(lambda tx: self._revoke(tx, "expiry <= ?", (self.clock.now,)), first=True)
 
     # --- what release and the reaper share ----------------------------------------------------
 
-    async def _revoke(self, tx: Transaction, lease: int, condition: str, params: tuple[Any, ...]) -> Done | Refused:
-        """Delete the lease where ``condition`` still holds; only the delete that removed it gives its slots back."""
-        found = await tx.execute(f"DELETE FROM leases WHERE id = ?{condition} RETURNING limit_name, slots",
-                                 (lease, *params))
+    async def _revoke(self, tx: Transaction, where: str, params: tuple[Any, ...]) -> Done | Refused:
+        """Delete the leases ``where`` still holds; only what the delete removed gives its slots back."""
+        found = sorted(await tx.execute(f"DELETE FROM leases WHERE {where} RETURNING id, limit_name, slots", params))
         if not found:
             return Refused("no such lease")
-        tx.report(self.facts.lease_removed, lease)
-        await self._give_back(tx, lease, *found[0])
+        for lease, _, _ in found:
+            tx.report(self.facts.lease_removed, lease)
+        for limit in sorted({limit for _, limit, _ in found}):
+            await self._give_back(tx, limit, [(lease, slots) for lease, name, slots in found if name == limit])
         return Done("released")
 
     async def _delete_then_give_back(self, tx: Transaction, lease: int, limit: str, slots: int) -> Done:
         if await tx.execute("DELETE FROM leases WHERE id = ? RETURNING id", (lease,)):
             tx.report(self.facts.lease_removed, lease)
-        await self._give_back(tx, lease, limit, slots)  # whether or not the delete found the lease
+        await self._give_back(tx, limit, [(lease, slots)])  # whether or not the delete found the lease
         return Done("released")
 
-    async def _give_back(self, tx: Transaction, lease: int, limit: str, slots: int) -> None:
-        await tx.execute("UPDATE limits SET active = active - ? WHERE name = ?", (slots, limit))
-        tx.report(self.facts.slots_returned, lease, limit, slots)
+    async def _give_back(self, tx: Transaction, limit: str, leases: list[tuple[int, int]]) -> None:
+        """One decrement for the slots of ``leases`` (lease, slots), all of ``limit``."""
+        await tx.execute("UPDATE limits SET active = active - ? WHERE name = ?", (sum(n for _, n in leases), limit))
+        for lease, slots in leases:
+            tx.report(self.facts.slots_returned, lease, limit, slots)
 
 
 class LeaseView:
