@@ -3,6 +3,7 @@ a retry away, and a client's fault moves onto the holder a person would write it
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -98,3 +99,19 @@ def test_a_stale_write_on_two_seats_shrinks_to_one_seat_without_the_holder_of_th
     assert shrunk.result.violation.invariant == "fenced-writes"
     assert shrunk.scenario.model.limits == (("db", 1),) and shrunk.steps_after <= 4
     assert any(p.name == "fewer_seats" and p.kept for p in shrunk.passes)
+
+
+def test_steps_move_earlier_by_whole_periods_of_the_reaper_so_they_keep_their_place_among_its_ticks() -> None:
+    # The SQLite example's reaper-without-recheck needs the holder's late renewal to land between the reaper's read
+    # and its delete, so the steps' phase against the reaper's ticks (every 2 s) matters. Closing the gap before the
+    # first step by the gap itself, by half of it or to a whole second moved that phase, and the minimized run began
+    # at t=292789ms; a cut by whole periods keeps it and begins the run within the first period.
+    from dst.explore.record import minimize
+
+    example = Path(__file__).parent.parent / "examples" / "sqlite_leases" / "scenarios"
+    scenario = load_scenario(str(example / "reaper-without-recheck.toml"))  # reaper_interval 2s
+    shrunk = minimize(scenario, 9, use_swarm=True)
+    assert shrunk is not None and shrunk.result.violation is not None
+    assert shrunk.result.violation.invariant == "single-executor"
+    assert shrunk.result.periods == (2000,)
+    assert shrunk.steps_after == 2 and (shrunk.scenario.steps or ())[0].at < 2000

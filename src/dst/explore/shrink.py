@@ -225,7 +225,9 @@ class Shrinker:
                 index += 1
                 continue
             gap = plan[index].at - (plan[index - 1].at if index else 0)
-            for cut in dict.fromkeys((gap, gap // 2, gap % 1000)):
+            # Whole cuts of the background loops' periods keep the steps where they were among the loops' ticks.
+            periods = self.best_result.periods if self.best_result is not None else ()
+            for cut in dict.fromkeys((gap, *(gap - gap % p for p in periods), gap // 2, gap % 1000)):
                 if cut and self.consider(self.with_steps(
                         plan[:index] + tuple(attrs.evolve(s, at=s.at - cut) for s in plan[index:]))):
                     break

@@ -61,6 +61,7 @@ class RunResult:
     # How many trace events lead up to the outcome: to the reported violation, and at least to the first one
     # (where a run stopped before the consequence window); None: all of them. The digest covers these.
     decided: int | None = None
+    periods: tuple[int, ...] = ()  # the server's background loops' periods (ms): ServerProcess.periods
 
     @property
     def scenario(self) -> str:

@@ -471,7 +471,7 @@ class Simulation:
             cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants,
                             [v.invariant for v in (violation, *consequences) if v is not None]),
             plan_given=self.plan_given, consequences=tuple(consequences),
-            decided=stop if violation is None else max(stop, violation.step),
+            decided=stop if violation is None else max(stop, violation.step), periods=self.server.periods,
         )
         # The hosts, network and kernel reference one another, so only the cycle collector could free
         # them; emptying the big containers now returns their memory at once (flat memory over a campaign).

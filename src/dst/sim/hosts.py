@@ -238,6 +238,10 @@ class ServerHost(ServerLifecycle):
             self.kernel.after(interval, self._tick, (self.epoch, loop, interval))
 
     @property
+    def periods(self) -> tuple[int, ...]:
+        return tuple(sorted({interval for _, interval in self.loops}))
+
+    @property
     def idle(self) -> bool:
         """Up and running, and no request is being handled (background loops aside)."""
         return self.serving == 0 and self.up and self.paused_until <= self.kernel.now

@@ -206,6 +206,10 @@ class ServerLifecycle:
     def drawn(self) -> list[tuple[int, int, int, int]]:
         return self.trips.drawn
 
+    @property
+    def periods(self) -> tuple[int, ...]:
+        return ()
+
     def pin_slow(self, key: int, n: int, ms: int) -> None:
         self.trips.pin_slow(key, n, ms)
 
@@ -266,6 +270,10 @@ class ServerProcess(Protocol):
     @property
     def drawn(self) -> list[tuple[int, int, int, int]]:
         """Every slow store round trip: (time, handler key, round trip, ms)."""
+
+    @property
+    def periods(self) -> tuple[int, ...]:
+        """The periods (ms) its background loops tick at, from each boot; () where they are not known."""
 
     def boot(self) -> None: ...
 
