@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-from typing import Any
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -53,6 +56,22 @@ def simulation(steps: list[dict[str, Any]], seed: int = 1, **overrides: Any) -> 
 
 def events(result: RunResult, actor: str | None = None, kind: str | None = None) -> list[tuple[int, str, str, str]]:
     return [e for e in result.trace if (actor is None or e[1] == actor) and (kind is None or e[2] == kind)]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def mypy(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``mypy(file, *flags)``: mypy on one file, as a user's mypy sees it. A worker's runs share a cache for each
+    set of flags, so dst's own modules are analysed once, not once per test (about 6 s each)."""
+    caches = tmp_path_factory.mktemp("mypy-cache")
+
+    def check(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+        cache = caches / ("-".join(flag.strip("-") for flag in flags) or "default")
+        return subprocess.run([sys.executable, "-m", "mypy", *flags, "--no-error-summary", "--cache-dir", str(cache),
+                               str(path)], cwd=ROOT, capture_output=True, text=True)
+    return check
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,12 +30,10 @@ def test_every_example_runs_in_order_and_prints_what_the_page_shows(tmp_path, mo
             assert any(line.startswith(head) for line in printed.splitlines()), head
 
 
-def test_the_examples_type_check_under_mypy_strict(tmp_path):
+def test_the_examples_type_check_under_mypy_strict(mypy, tmp_path):
     """A typed use of run, fuzz, shrink, replay and plans, as a user's strict mypy sees it."""
     (tmp_path / "examples.py").write_text("\n".join(_blocks("python")))
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--no-incremental",
-                           "--cache-dir", str(tmp_path / ".mypy"), str(tmp_path / "examples.py")],
-                          cwd=ROOT, capture_output=True, text=True)
+    done = mypy(tmp_path / "examples.py", "--strict")
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,22 +15,20 @@ def test_mypy_finds_nothing_in_src():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _mypy(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+def _checked(mypy: Any, tmp_path: Path, code: str, *flags: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "example.py").write_text(code)
-    return subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", "--no-incremental",
-                           "--cache-dir", str(tmp_path / ".mypy"), str(tmp_path / "example.py")],
-                          cwd=ROOT, capture_output=True, text=True)
+    return mypy(tmp_path / "example.py", *flags)
 
 
-def test_mypy_sees_the_public_signatures(tmp_path):
-    done = _mypy(tmp_path, 'import dst\ndst.run(1, "x")\n')
+def test_mypy_sees_the_public_signatures(mypy, tmp_path):
+    done = _checked(mypy, tmp_path, 'import dst\ndst.run(1, "x")\n')
     assert done.returncode == 1
     assert 'Argument 1 to "run" has incompatible type "int"; expected "Scenario"' in done.stdout
     assert 'Argument 2 to "run" has incompatible type "str"; expected "int"' in done.stdout
 
 
-def test_a_typed_use_of_the_api_and_the_seam_passes(tmp_path):
-    done = _mypy(tmp_path, """\
+def test_a_typed_use_of_the_api_and_the_seam_passes(mypy, tmp_path):
+    done = _checked(mypy, tmp_path, """\
 from typing import Any, Callable
 
 import dst
@@ -71,17 +70,10 @@ model: sut.Model[None] = sut.Model(build)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _mypy_strict(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "adapter.py").write_text(code)
-    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--no-incremental",
-                           "--cache-dir", str(tmp_path / ".mypy"), str(tmp_path / "adapter.py")],
-                          cwd=ROOT, capture_output=True, text=True)
-
-
-def test_an_adapter_that_subclasses_service_and_one_of_the_asyncio_mode_pass_mypy_strict(tmp_path):
+def test_an_adapter_that_subclasses_service_and_one_of_the_asyncio_mode_pass_mypy_strict(mypy, tmp_path):
     # A subclass of sut.Service that defines only its handlers is concrete (crash has a real body), and an
     # asyncio adapter types against dst.aio as written in docs/asyncio.md.
-    done = _mypy_strict(tmp_path, """\
+    done = _checked(mypy, tmp_path, """\
 from typing import Any, Callable, Mapping
 
 from dst import aio, sut
@@ -119,5 +111,5 @@ def build_aio(env: sut.Env[None]) -> aio.System:
 
 model: sut.Model[None] = sut.Model(build)
 aio_model: sut.Model[None] = sut.Model(build_aio)
-""")
+""", "--strict")
     assert done.returncode == 0, done.stdout + done.stderr
