@@ -311,7 +311,7 @@ def test_shrink_verbose_says_what_each_pass_of_the_minimizer_did(tmp_path, capsy
     # In the order they first ran; re_aim (a candidate retried with its pinned faults re-aimed) runs within others.
     assert [name for name in passes if name != "re_aim"] == ["delete_chunks", "delete_clients", "fold_clients",
                                                              "merge_faults", "shorten", "lower_counts",
-                                                             "fewer_seats", "plain_environment"]
+                                                             "fewer_seats", "plain_environment", "crash_sooner"]
     # Every candidate run is one pass's; the minimizer's own runs (the seed, its pinned form, the tidied one) are 3.
     assert sum(p["tried"] for p in passes.values()) == out["runs"] - 3
     assert all(0 <= p["kept"] <= p["tried"] for p in passes.values()) and passes["delete_chunks"]["kept"] > 0

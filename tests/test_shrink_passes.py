@@ -115,3 +115,22 @@ def test_steps_move_earlier_by_whole_periods_of_the_reaper_so_they_keep_their_pl
     assert shrunk.result.violation.invariant == "single-executor"
     assert shrunk.result.periods == (2000,)
     assert shrunk.steps_after == 2 and (shrunk.scenario.steps or ())[0].at < 2000
+
+
+def test_a_crash_moves_back_to_the_request_it_orphans_and_the_plan_shrinks_again_from_there() -> None:
+    # Seed 1 of the default scenario finds double-release as a reaper's decrement and admission's count of an
+    # expired lease both freeing one slot: a client crashed while its acquire waited, and its lease, granted to
+    # no one, expired. Greedy passes stopped at 7 steps on a limit of 2; with the crash moved to the client's
+    # request (which alone does not violate) a shrink from there finds the story in 4.
+    import attrs
+
+    from dst.explore.record import minimize
+
+    shrunk = minimize(attrs.evolve(load_scenario(None), bugs=("double-release",)), 1, use_swarm=True)
+    assert shrunk is not None and shrunk.result.violation is not None
+    assert shrunk.result.violation.invariant == "capacity"
+    steps = shrunk.scenario.steps or ()
+    assert len(steps) == 4 and shrunk.scenario.model.limits == (("db", 1),)
+    crash = next(s for s in steps if s.action == "crash")
+    assert any(s.actor == crash.actor and s.action == "acquire" and s.at == crash.at for s in steps)
+    assert any(p.name == "crash_sooner" and p.kept for p in shrunk.passes)

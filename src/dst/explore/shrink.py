@@ -16,7 +16,9 @@ passes, run until none makes progress:
 5. lower counts: renumber clients densely, fewer writes and slots, a smaller capacity, and a seat
    fewer together with the client that only kept it busy;
 6. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
-   the uniform scheduler.
+   the uniform scheduler;
+7. a client's crash moved back to the start of the job it struck, and the plan shrunk again from there
+   on a small budget (the moved plan alone need not violate).
 
 A candidate that loses the violation is tried once more with its faults made to follow what they were
 about where the change moved it (:mod:`dst.explore.follow`: a pinned fault its request, a pause the
@@ -50,6 +52,9 @@ from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
 from .follow import followed
+
+
+_DETOUR = 200  # runs a shrink from a moved crash may take (crash_sooner)
 
 
 class StopReason(enum.Enum):
@@ -294,13 +299,38 @@ class Shrinker:
                                **{cast(str, into.duration_arg): end - start})
             self.consider(self.with_steps([s for s in self.best.steps or () if s not in group] + [merged]))
 
+    def crash_sooner(self) -> None:
+        """A client's crash (or restart) moved back to the start of the job it struck, right after that job's
+        request went out, and the plan shrunk again from there: a person writes "c2 acquires and crashes". The
+        run around it may need other steps to change too (a holder it waited behind, a time), so the moved plan
+        need not violate on its own: a shrink of its own, on a small budget, looks for the smaller one."""
+        plan = self.best.steps or ()
+        for death in (s for s in plan if _client_death(s)):
+            struck = max((s for s in plan if s.actor == death.actor and "work" in dict(s.args) and s.at <= death.at),
+                         key=lambda s: s.at, default=None)
+            if struck is None or struck.at == death.at:
+                continue
+            moved = self.with_steps(attrs.evolve(s, at=struck.at) if s is death else s for s in plan)
+            detour = Shrinker(moved, self.seed, self.invariant, max_runs=min(_DETOUR, self.max_runs - self.runs),
+                              seconds=self.deadline - self.clock(), clock=self.clock, stopped=self.stopped,
+                              error_shape=self.error_shape)
+            began = self.clock()
+            detour.shrink()
+            self.runs += detour.runs
+            self._pass.tried += detour.runs
+            self._pass.seconds += self.clock() - began
+            if detour.best_result is not None and size(detour.best) < size(self.best):
+                self.best, self.best_result = detour.best, detour.best_result
+                self._pass.kept += 1
+                return
+
     def plain_environment(self) -> None:
         for change in _plainer(self.best):
             self.consider(change(self.best))
 
     def shrink(self) -> StopReason:
         passes = (self.delete_chunks, self.delete_clients, self.fold_clients, self.merge_faults, self.shorten,
-                  self.lower_counts, self.fewer_seats, self.plain_environment)
+                  self.lower_counts, self.fewer_seats, self.plain_environment, self.crash_sooner)
         try:
             while True:
                 before = size(self.best)
@@ -336,6 +366,12 @@ def _folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
         else:
             out.append(step)
     return out
+
+
+def _client_death(step: Step) -> bool:
+    """A crash or restart of a client: it dies, and whatever it had asked for may be granted to no one."""
+    kind = fault_of(step)
+    return kind is not None and kind.target == "client" and kind.duration_arg is None and not kind.pinned
 
 
 def _client_fault(step: Step) -> bool:
