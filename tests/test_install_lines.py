@@ -37,4 +37,4 @@ def test_install_lines_name_the_distribution_and_extras_it_has() -> None:
 
 
 def test_the_name_is_not_the_package_index_s_other_dst() -> None:
-    assert PROJECT["name"] == "dst-harness" and PROJECT["scripts"]["dst"] == "dst.cli:entry"
+    assert PROJECT["name"] == "dst-harness" and PROJECT["scripts"]["dst"] == "dst._console:entry"

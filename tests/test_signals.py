@@ -205,3 +205,15 @@ def test_a_campaign_started_with_ctrl_c_blocked_or_ignored_still_stops_on_it(tmp
     os.killpg(proc.pid, signal.SIGINT)
     proc.communicate(timeout=30)
     assert proc.returncode == 130
+
+
+@pytest.mark.parametrize("after", [0.1, 0.2, 0.4])
+def test_ctrl_c_while_dst_is_still_loading_ends_it_quietly(after):
+    # Loading dst's modules takes a moment; Ctrl-C in it printed a traceback from whichever import it landed in.
+    proc = subprocess.Popen([sys.executable, "-m", "dst", "fuzz", "--count", "100000", "--no-findings"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(after)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    # 130 as after Ctrl-C anywhere else (or killed by it, if it landed before Python had started at all).
+    assert "Traceback" not in err and proc.returncode in (130, -signal.SIGINT), (proc.returncode, err)

@@ -1,3 +1,3 @@
-from .cli import entry
+from ._console import entry
 
 entry()
