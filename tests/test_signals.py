@@ -217,3 +217,26 @@ def test_ctrl_c_while_dst_is_still_loading_ends_it_quietly(after):
     _, err = proc.communicate(timeout=30)
     # 130 as after Ctrl-C anywhere else (or killed by it, if it landed before Python had started at all).
     assert "Traceback" not in err and proc.returncode in (130, -signal.SIGINT), (proc.returncode, err)
+
+
+def test_an_exception_raised_into_the_hold_as_it_begins_leaves_ctrl_c_unblocked(monkeypatch):
+    # The watchdog raises Stalled into the running thread between any two bytecodes: here, after the signals were
+    # blocked and before the old mask was noted. No __exit__ follows a failed __enter__, so the hold undoes itself.
+    from dst.errors import Stalled
+    from dst.runner import hold
+
+    real = signal.pthread_sigmask
+
+    def blocks_then_is_interrupted(how, mask):
+        real(how, mask)
+        if how == signal.SIG_BLOCK:
+            raise Stalled("raised into the thread")
+        return set()
+
+    before = real(signal.SIG_BLOCK, [])
+    monkeypatch.setattr(hold.signal, "pthread_sigmask", blocks_then_is_interrupted)
+    with pytest.raises(Stalled):
+        with hold.SignalsHeld():
+            pass
+    monkeypatch.undo()
+    assert real(signal.SIG_BLOCK, []) == before and signal.SIGINT not in before

@@ -14,7 +14,15 @@ class SignalsHeld:
     _HELD = (signal.SIGINT, signal.SIGTERM)
 
     def __enter__(self) -> None:
-        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self._HELD) if _CAN_HOLD else None
+        self._mask = None
+        try:
+            self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self._HELD) if _CAN_HOLD else None
+        except BaseException:
+            # Raised into this thread (the watchdog's Stalled) after the block and before it was noted: without
+            # this, with no __exit__ to come, Ctrl-C and SIGTERM would stay blocked for good.
+            if _CAN_HOLD:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, self._HELD)
+            raise
 
     def __exit__(self, *exc: object) -> None:
         if self._mask is not None:
