@@ -40,7 +40,7 @@ class watching:
     code runs at ``frame``; ``stop()``, if given, ends the run once the interrupted code returns (a loop that
     would catch the exception in a task). :attr:`stalled` is then the process and the model error's line."""
 
-    __slots__ = ("kernel", "thread_id", "deadline", "who", "stop", "stalled", "stalled_at", "_raised")
+    __slots__ = ("kernel", "thread_id", "deadline", "who", "stop", "stalled", "stalled_at", "_raised", "_entered_in")
 
     def __init__(self, kernel: Any, deadline: float | None, who: Callable[[FrameType | None], str],
                  stop: Callable[[], None] | None = None) -> None:
@@ -52,9 +52,11 @@ class watching:
         self.stalled: tuple[str, str] | None = None  # the process and the model error, once its code was stopped
         self.stalled_at = 0  # the virtual time it stood at
         self._raised = False
+        self._entered_in: FrameType | None = None  # the frame that runs the simulation, below the model's code
 
     def __enter__(self) -> watching:
         global _watched, _started_in
+        self._entered_in = sys._getframe(1)
         if _started_in != os.getpid():  # first run in this process: the thread (dst's own, so the sandbox lets it)
             _started_in = os.getpid()
             threading.Thread(target=_look, name="dst-watchdog", daemon=True).start()
@@ -68,6 +70,16 @@ class watching:
             _watched = None
             if self._raised:
                 _raise_in(self.thread_id, None)  # raised already, or never: it must not strike after the run
+
+    def _in_guest_code(self) -> bool:
+        """The user's code runs now, called by the simulation (a handler that caught Stalled and went on, a dead
+        task's ``finally``), not dst's own code ending the run after a stall."""
+        frame = sys._current_frames().get(self.thread_id)
+        while frame is not None and frame is not self._entered_in:
+            if whose(frame.f_code.co_filename) == USER:
+                return True
+            frame = frame.f_back
+        return False
 
     def _interrupt(self, stood: float) -> None:
         """Called by the thread, with the lock held: note where the code is, and raise :class:`Stalled` there."""
@@ -124,7 +136,8 @@ def _look() -> None:
                 seen = None
                 continue
             if watch.stalled is not None:
-                watch._interrupt(0.0)  # caught by the model's code, which went on: again, until the run ends
+                if watch._in_guest_code():  # caught by the model's code, which went on: again, until the run ends
+                    watch._interrupt(0.0)  # (never into dst's own code closing the run: it would escape from there)
                 continue
             now, clock = time.monotonic(), watch.kernel.now
             if seen is None or seen[0] is not watch or seen[1] != clock:
