@@ -220,3 +220,30 @@ def test_a_finding_may_expect_a_model_error_but_not_another_unknown_invariant(mo
     path.write_text(text.replace(f'invariant = "{MODEL_ERROR}"', 'invariant = "no-such-invariant"'))
     assert main(["replay", str(path)]) == EXIT_USAGE
     assert "finding.invariant: expected one of the scenario's invariants or 'model-error'" in capsys.readouterr().err
+
+
+def _guest_spins(seconds: float) -> None:
+    """The user's code, standing still (a handler that caught Stalled and went on): Python bytecodes all along,
+    where an exception raised into the thread lands."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_after_a_stall_the_watchdog_strikes_again_into_the_users_code_only(short_stalls):
+    # Once a run has stalled, the watchdog strikes again at each look while the model's code goes on; dst's own code,
+    # ending the run (closing tasks, collecting what they held), must not be struck: the exception would escape run().
+    from types import SimpleNamespace
+
+    from dst.errors import Stalled
+
+    watch = watchdog.watching(SimpleNamespace(now=0), None, lambda frame: "c1")
+    with watch:
+        watch.stalled = ("c1", "Stalled: ...")  # as after the first strike
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:  # ten looks, only the simulation's side of the run on the stack: not struck
+            pass
+        began = time.monotonic()
+        with pytest.raises(Stalled):
+            _guest_spins(5.0)
+        assert time.monotonic() - began < 2.0  # struck within a look or two
