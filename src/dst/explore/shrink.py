@@ -17,8 +17,8 @@ passes, run until none makes progress:
    fewer together with the client that only kept it busy;
 6. prefer the plain environment: no loss, duplication or long delays, fixed latencies,
    the uniform scheduler;
-7. a client's crash moved back to the start of the job it struck, and the plan shrunk again from there
-   on a small budget (the moved plan alone need not violate).
+7. once those are stuck: a client's crash moved back to the start of the job it struck, and the plan
+   shrunk again from there on a small budget (the moved plan alone need not violate).
 
 A candidate that loses the violation is tried once more with its faults made to follow what they were
 about where the change moved it (:mod:`dst.explore.follow`: a pinned fault its request, a pause the
@@ -330,17 +330,22 @@ class Shrinker:
 
     def shrink(self) -> StopReason:
         passes = (self.delete_chunks, self.delete_clients, self.fold_clients, self.merge_faults, self.shorten,
-                  self.lower_counts, self.fewer_seats, self.plain_environment, self.crash_sooner)
+                  self.lower_counts, self.fewer_seats, self.plain_environment)
         try:
             while True:
                 before = size(self.best)
                 for p in passes:
-                    self._pass = self.passes.setdefault(p.__name__, PassStats(p.__name__))
-                    p()
+                    self._run(p)
                 if size(self.best) == before:
-                    return StopReason.CONVERGED
+                    self._run(self.crash_sooner)  # the costly one, only once the others are stuck
+                    if size(self.best) == before:
+                        return StopReason.CONVERGED
         except _Budget as budget:
             return budget.reason
+
+    def _run(self, p: Callable[[], None]) -> None:
+        self._pass = self.passes.setdefault(p.__name__, PassStats(p.__name__))
+        p()
 
 
 def _folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
