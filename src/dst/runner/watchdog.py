@@ -68,6 +68,7 @@ class watching:
         global _watched
         with _lock:
             _watched = None
+            self._entered_in = None  # the frame holds the simulation, which holds this: no cycle left behind
             if self._raised:
                 _raise_in(self.thread_id, None)  # raised already, or never: it must not strike after the run
 
