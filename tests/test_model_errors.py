@@ -247,3 +247,21 @@ def test_after_a_stall_the_watchdog_strikes_again_into_the_users_code_only(short
         with pytest.raises(Stalled):
             _guest_spins(5.0)
         assert time.monotonic() - began < 2.0  # struck within a look or two
+
+
+def test_a_watched_run_leaves_no_frame_of_the_simulation_alive():
+    # The watchdog holds the frame that runs the simulation while it watches; kept after, that frame and the
+    # simulation held each other, and only the cycle collector freed them: a campaign's memory grew, and it slowed.
+    import gc
+    import types
+
+    from dst.runner import Simulation
+
+    gc.collect()
+    gc.disable()
+    try:
+        run(load_scenario(None), 1)
+        alive = [o for o in gc.get_objects() if isinstance(o, types.FrameType) and o.f_code is Simulation.run.__code__]
+    finally:
+        gc.enable()
+    assert alive == []
