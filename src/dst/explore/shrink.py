@@ -222,7 +222,9 @@ class Shrinker:
                     current[index] = candidate
                     if self.consider(self.with_steps(current)):
                         break
-        # Close the gap before each timed step, moving it and everything after it earlier.
+        # Close the gap before each timed step, moving it and everything after it earlier. Whole cuts of the
+        # background loops' periods keep the steps where they were among the loops' ticks.
+        periods = self.best_result.periods if self.best_result is not None else ()
         index = 0
         while index < len(self.best.steps or ()):
             plan = self.best.steps or ()
@@ -230,8 +232,6 @@ class Shrinker:
                 index += 1
                 continue
             gap = plan[index].at - (plan[index - 1].at if index else 0)
-            # Whole cuts of the background loops' periods keep the steps where they were among the loops' ticks.
-            periods = self.best_result.periods if self.best_result is not None else ()
             for cut in dict.fromkeys((gap, *(gap - gap % p for p in periods), gap // 2, gap % 1000)):
                 if cut and self.consider(self.with_steps(
                         plan[:index] + tuple(attrs.evolve(s, at=s.at - cut) for s in plan[index:]))):
@@ -306,8 +306,7 @@ class Shrinker:
         need not violate on its own: a shrink of its own, on a small budget, looks for the smaller one."""
         plan = self.best.steps or ()
         for death in (s for s in plan if _client_death(s)):
-            struck = max((s for s in plan if s.actor == death.actor and "work" in dict(s.args) and s.at <= death.at),
-                         key=lambda s: s.at, default=None)
+            struck = _job_at(plan, death.actor, death.at)
             if struck is None or struck.at == death.at:
                 continue
             moved = self.with_steps(attrs.evolve(s, at=struck.at) if s is death else s for s in plan)
@@ -351,13 +350,9 @@ class Shrinker:
 def _folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
     """``steps`` with client ``gone``'s faults moved to ``into`` and its jobs dropped; each of ``into``'s jobs
     that began before a moved fault lasts at least until the job of ``gone`` it struck would have ended."""
-    def job_at(actor: str, at: int) -> Step | None:
-        return max((s for s in steps if s.actor == actor and "work" in dict(s.args) and s.at <= at),
-                   key=lambda s: s.at, default=None)
-
     lengthen: dict[int, int] = {}  # step id of a job of ``into`` -> the work it needs
     for fault in (s for s in steps if s.actor == gone and _client_fault(s)):
-        struck, mine = job_at(gone, fault.at), job_at(into, fault.at)
+        struck, mine = _job_at(steps, gone, fault.at), _job_at(steps, into, fault.at)
         if struck is not None and mine is not None:
             end = struck.at + cast(int, struck.arg("work", 0))
             lengthen[mine.id] = max(lengthen.get(mine.id, 0), end - mine.at)
@@ -371,6 +366,12 @@ def _folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
         else:
             out.append(step)
     return out
+
+
+def _job_at(steps: tuple[Step, ...], actor: str, at: int) -> Step | None:
+    """The job ``actor`` was given last at or before ``at`` (the one a fault then strikes), if any."""
+    return max((s for s in steps if s.actor == actor and "work" in dict(s.args) and s.at <= at),
+               key=lambda s: s.at, default=None)
 
 
 def _client_death(step: Step) -> bool:
