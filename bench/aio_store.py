@@ -1,7 +1,7 @@
 """What one statement costs through the asyncio mode's aiosqlite drop-in: ``python bench/aio_store.py``.
 
 A primary-key lookup, 20,000 times: on a plain ``sqlite3`` connection, and through ``aiosqlite`` (the
-drop-in, ``dst.aio.sqlite``) in a coroutine on dst's loop (``dst.aio.run``, where a store round trip is
+drop-in, ``dst.aio.stores.sqlite``) in a coroutine on dst's loop (``dst.aio.run``, where a store round trip is
 a bare yield: this is the drop-in's own cost, not a latency). Also entering and leaving ``installed()``,
 which a simulated run does once. Median of 5 rounds, CPU time.
 """
@@ -17,7 +17,7 @@ from statistics import median
 import aiosqlite
 
 import dst.aio
-from dst.aio.sqlite import installed
+from dst.aio.stores.sqlite import installed
 
 N, ROUNDS, SQL = 20_000, 5, "SELECT v FROM t WHERE id = ?"
 

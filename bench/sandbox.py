@@ -43,7 +43,7 @@ except ImportError:  # the comparison is skipped without it
 
 def first_entry() -> float:
     """µs of the first ``with Sandbox(...)`` in this process (the patches are built then)."""
-    from dst.aio.sandbox import Sandbox
+    from dst.sandbox import Sandbox
 
     start = clock()
     with Sandbox(wall_ms=lambda: 0, monotonic_ms=lambda: 0, seed=0):
@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     first = first_entry()
 
-    from dst.aio.sandbox import Sandbox
+    from dst.sandbox import Sandbox
 
     def sandbox() -> Sandbox:
         return Sandbox(wall_ms=lambda: 1_767_225_600_123, monotonic_ms=lambda: 5_000, seed=7)

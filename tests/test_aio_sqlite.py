@@ -1,4 +1,4 @@
-"""dst.aio.sqlite: aiosqlite run in dst's loop, statement by statement, in virtual time."""
+"""dst.aio.stores.sqlite: aiosqlite run in dst's loop, statement by statement, in virtual time."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import dst.aio
-import dst.aio.sqlite as dsqlite
-from dst.aio.sqlite import install, installed, statements
+import dst.aio.stores.sqlite as dsqlite
+from dst.aio.stores.sqlite import install, installed, statements
 
 aiosqlite = pytest.importorskip("aiosqlite")
 

@@ -91,7 +91,7 @@ def test_the_simulator_core_reads_no_wall_clock_and_no_global_random():
     # functions it redirects; the aiosqlite drop-in's clock reads time.time(), which the sandbox makes virtual
     # during a run, for SQLite's 'now'.
     timers = {"terminal.py", "fuzz.py", "pool.py", "selftest.py", "cluster.py", "watchdog.py"}
-    aio = {"aio/sandbox/__init__.py", "aio/sandbox/cfunctions.py", "aio/sandbox/patches.py", "aio/sqlite/clock.py"}
+    aio = {"sandbox/__init__.py", "sandbox/cfunctions.py", "sandbox/patches.py", "aio/stores/sqlite/clock.py"}
     core = [p for p in sorted(SRC.rglob("*.py")) if p.name not in timers and SRC / "cli" not in p.parents
             and p.relative_to(SRC).as_posix() not in aio]
     assert len(core) > 10

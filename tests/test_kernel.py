@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dst.sim.kernel import Kernel, StopRun
+from dst.sim.kernel import NEVER, Kernel, StopRun
 
 
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 3)), max_size=60))
@@ -95,3 +95,47 @@ def test_the_checkpoint_is_called_at_the_counts_it_asks_for_and_can_end_the_run(
     with pytest.raises(StopRun):
         kernel.run(1_000)
     assert seen == [5, 15, 25] and kernel.events == 25 and kernel.now == 24
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 3), st.booleans()), max_size=60))
+def test_stepping_runs_the_same_events_in_the_same_order_as_run(schedule):
+    # Two kernels, one run and one stepped: the same events at the same times, peek() naming each one's time
+    # before it runs, ranked events due now first, cancelled ones never.
+    def load(kernel: Kernel, seen: list[tuple[int, int]]) -> None:
+        def fire(i: int) -> None:
+            seen.append((kernel.now, i))
+            if i % 5 == 0 and i < 1000:
+                kernel.soon(i % 3, fire, i + 1000)  # due now, ranked: before the clock moves again
+
+        for i, (time, rank, cancel) in enumerate(schedule):
+            handle = kernel.at(time, fire, i) if rank else kernel.after_ranked(time, 7, fire, i)
+            if cancel:
+                kernel.cancel(handle)
+
+    ran, stepped = Kernel(), Kernel()
+    by_run: list[tuple[int, int]] = []
+    by_step: list[tuple[int, int]] = []
+    load(ran, by_run)
+    load(stepped, by_step)
+    ran.run(100)
+    while True:
+        due = stepped.peek()
+        before = len(by_step)
+        if not stepped.step():
+            break
+        if len(by_step) > before:  # a cancelled event at the head runs nothing; what runs is never early
+            assert by_step[-1][0] >= due and stepped.now == by_step[-1][0]
+    assert by_step == by_run
+    assert stepped.events == ran.events
+    assert stepped.peek() == NEVER
+
+
+def test_peek_names_the_next_event_and_step_moves_the_clock_to_it():
+    kernel = Kernel()
+    assert kernel.peek() == NEVER and not kernel.step()
+    kernel.at(7, lambda _: None)
+    handle = kernel.at(3, lambda _: None)
+    assert kernel.peek() == 3
+    kernel.cancel(handle)
+    assert kernel.step() and kernel.now == 7  # the cancelled one is skipped
+    assert kernel.peek() == NEVER

@@ -139,7 +139,7 @@ async def moment(name: str) -> None:
 
 
 async def round_trip() -> None:
-    """One store round trip of the server process (what each statement of ``dst.aio.sqlite`` costs)."""
+    """One store round trip of the server process (what each statement of ``dst.aio.stores.sqlite`` costs)."""
     await _process().round_trip()
 
 

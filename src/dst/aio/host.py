@@ -391,8 +391,8 @@ def assemble(system: Any, kernel: Kernel, network: Network, trace: list[Event], 
     hosts = {name: Client(name, kernel, loop, network, trace, deferring, job, scenario.workload.request_timeout)
              for name in clients}
     from .anyio_order import scopes_in_order
-    from .sandbox import Sandbox
-    from .sqlite import installed
+    from ..sandbox import Sandbox
+    from .stores.sqlite import installed
 
     loop.patches = [Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now + getattr(loop.process, "wall_offset", 0),
                             monotonic_ms=lambda: kernel.now, seed=streams.seed, folder=system.folder,

@@ -20,7 +20,7 @@ every task waits, and it never touches a selector, a thread or the wall clock.
 * **Sets of tasks iterate the same way**: the loop's tasks and futures hash by their number in the run
   (:mod:`.tasks`), not by their address.
 * **Nothing real.** Threads, executors, sockets, subprocesses and signals are refused with one line that
-  names the call and where it came from (:class:`~dst.aio.sandbox.Refusal`).
+  names the call and where it came from (:class:`~dst.sandbox.Refusal`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ..sim.kernel import Kernel, Pause, StopRun
 from ..sim.rng import Keyed
 from ..sim.store import RANKS
 from .tasks import NumberedFuture, NumberedTask, name_of
-from .sandbox import _EXECUTOR, _PROCESSES, _SIGNALS, _SOCKETS, Refusal, refusal
+from ..sandbox import _EXECUTOR, _PROCESSES, _SIGNALS, _SOCKETS, Refusal, refusal
 
 T = TypeVar("T")
 

@@ -255,7 +255,7 @@ class Simulation:
         """The sandbox a guest model's coroutine-seam run is in: its clocks read virtual time, its random draws
         come from the seed, and threads, sockets, subprocesses and signals are refused (a model error). Files
         may be written anywhere: a model keeps its store where its build put it (and its close removes it)."""
-        from ..aio.sandbox import Sandbox
+        from ..sandbox import Sandbox
         from ..aio.loop import VIRTUAL_EPOCH_MS
 
         kernel = self.kernel

@@ -23,7 +23,7 @@ class Pause(StopRun):
     and calls ``run`` again, which goes on from the next event."""
 
 
-_NEVER = 1 << 62
+NEVER = 1 << 62  # what :meth:`Kernel.peek` says when nothing is scheduled
 
 
 class Kernel:
@@ -33,11 +33,11 @@ class Kernel:
 
     __slots__ = ("now", "events", "next_checkpoint", "checkpoint", "_queue", "_counter", "_cancelled", "_ready")
 
-    def __init__(self, checkpoint: Callable[[int], int] | None = None, first_checkpoint: int = _NEVER) -> None:
+    def __init__(self, checkpoint: Callable[[int], int] | None = None, first_checkpoint: int = NEVER) -> None:
         self.now = 0
         self.events = 0
         self.checkpoint = checkpoint
-        self.next_checkpoint = first_checkpoint if checkpoint is not None else _NEVER
+        self.next_checkpoint = first_checkpoint if checkpoint is not None else NEVER
         self._queue: list[tuple[int, int, Callable[[Any], object], Any]] = []
         self._counter = count()
         self._cancelled: set[int] = set()
@@ -75,6 +75,35 @@ class Kernel:
 
     def pending(self) -> int:
         return len(self._queue) + len(self._ready) - len(self._cancelled)
+
+    def peek(self) -> int:
+        """The time of the next event (the clock's, for one due now), or :data:`NEVER` when none is scheduled.
+        A cancelled event still counts until it surfaces."""
+        if self._ready:
+            return self.now
+        return self._queue[0][0] if self._queue else NEVER
+
+    def step(self) -> bool:
+        """Process the next event, moving the clock to its time; False when none is left. :meth:`run` is this
+        in a loop, inlined (SimPy's ``step``/``run``): a caller that stops between events (to snapshot a run at
+        a moment, to branch from it) steps."""
+        ready, queue, cancelled = self._ready, self._queue, self._cancelled
+        while True:
+            if ready:
+                _, fn, arg = heappop(ready)
+            elif queue:
+                time, seq, fn, arg = heappop(queue)
+                if cancelled and seq in cancelled:
+                    cancelled.discard(seq)
+                    continue
+                self.now = time
+            else:
+                return False
+            self.events += 1
+            fn(arg)
+            if self.events >= self.next_checkpoint:
+                self.next_checkpoint = self.checkpoint(self.events)  # type: ignore[misc]  # set with the limit
+            return True
 
     def run(self, until: int) -> None:
         """Process every event with time <= ``until``; the clock ends at ``until``.

@@ -8,20 +8,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable
 
-from ..loop import Loop
+from ...loop import Loop
 from . import clock
 from .connection import Connection, Cursor
 
 
 def connect(database: str | bytes | Path, *, iter_chunk_size: int = 64, loop: Any = None,
             **kwargs: Any) -> Any:
-    """aiosqlite's ``connect``: in a simulated run, a :class:`Connection` of ``dst.aio.sqlite`` (await it, or use it
+    """aiosqlite's ``connect``: in a simulated run, a :class:`Connection` of ``dst.aio.stores.sqlite`` (await it, or use it
     with ``async with``); anywhere else, the real aiosqlite's."""
     if isinstance(events._get_running_loop(), Loop):
         return Connection(database, iter_chunk_size, kwargs)
     _aiosqlite()
     if _real_connect is None:
-        raise RuntimeError("dst.aio.sqlite.connect: not in a simulated run, and aiosqlite is not installed to run it")
+        raise RuntimeError("dst.aio.stores.sqlite.connect: not in a simulated run, and aiosqlite is not installed to run it")
     return _real_connect(database, iter_chunk_size=iter_chunk_size, **kwargs)
 
 
@@ -48,7 +48,7 @@ def _aiosqlite() -> Any:
 
 class installed:
     """While active, ``aiosqlite.connect`` (wherever it is looked up on the module: the service's own
-    ``import aiosqlite``, SQLAlchemy's dialect) opens ``dst.aio.sqlite``'s connections, whose SQLite reads ``'now'``
+    ``import aiosqlite``, SQLAlchemy's dialect) opens ``dst.aio.stores.sqlite``'s connections, whose SQLite reads ``'now'``
     from ``wall_ms`` (epoch milliseconds; by default ``time.time()``, which dst's sandbox makes virtual).
     Everything is put back on exit, also when the body raised. Without aiosqlite installed, it patches nothing.
 

@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from . import active
 from .patches import _patches, real
-from ...frames import IMPORTS, USER, short, whose
+from ..frames import IMPORTS, USER, short, whose
 from .refusals import Refusal
 # What the event loop and the host import from here ("as": re-exported).
 from .refusals import (_EXECUTOR as _EXECUTOR, _PROCESSES as _PROCESSES, _SIGNALS as _SIGNALS,

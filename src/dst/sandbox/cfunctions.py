@@ -10,7 +10,7 @@ points at a ``PyMethodDef`` of ours whose C function is CPython's own ``PyObject
 is empty (as for any ``METH_VARARGS`` builtin). A call of the builtin is then ``PyObject_Call(our function,
 args, kwargs)``: same arguments, and what our function raises reaches the caller unchanged. Every reference
 sees it, ``time.monotonic is original`` stays true, and exit writes the three pointers back. The module's
-static ``PyMethodDef`` is never written, so a new function object built on it (:func:`~dst.aio.sandbox.real`)
+static ``PyMethodDef`` is never written, so a new function object built on it (:func:`~dst.sandbox.real`)
 still runs the genuine C code.
 
 ``datetime.now``, ``utcnow`` and ``date.today`` are classmethods of a C type: every ``datetime.now`` access
@@ -18,7 +18,7 @@ builds a fresh bound object from the type's shared ``PyMethodDef``, with the cla
 one object to redirect. There the ``PyMethodDef``'s C function pointer itself is swapped for a ctypes callback,
 as time-machine does. A ctypes callback cannot raise into its caller: a call the real one would reject
 (``datetime.now(5)``) raises ``SystemError`` at the call instead of ``TypeError``, and the error is kept in
-:attr:`~dst.aio.sandbox.Sandbox.swallowed`.
+:attr:`~dst.sandbox.Sandbox.swallowed`.
 
 Python entry points (``threading.Thread.start``, the executors' ``submit``, ``socket.socket``,
 ``subprocess.Popen``, ``random.Random.seed``, uuid's module globals) are class or module attributes, set and

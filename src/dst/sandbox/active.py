@@ -10,7 +10,7 @@ from typing import Any, Callable, Protocol
 
 
 class _Up(Protocol):
-    """What the patches ask of the sandbox that is up (a :class:`~dst.aio.sandbox.Sandbox`)."""
+    """What the patches ask of the sandbox that is up (a :class:`~dst.sandbox.Sandbox`)."""
 
     swallowed: list[BaseException]
 

@@ -287,7 +287,7 @@ class Connection(_Statements):
     async def backup(self, target: Any, *, pages: int = 0,
                      progress: Callable[[int, int, int], object] | None = None, name: str = "main",
                      sleep: float = 0.250) -> None:
-        """Copy the database into ``target`` (a connection of ``dst.aio.sqlite``, of aiosqlite, or of sqlite3). Where
+        """Copy the database into ``target`` (a connection of ``dst.aio.stores.sqlite``, of aiosqlite, or of sqlite3). Where
         sqlite3 would sleep ``sleep`` seconds for a lock, this waits in virtual time and starts over."""
         destination = target if isinstance(target, sqlite3.Connection) else target._conn
 

@@ -11,8 +11,8 @@ from asyncio import events
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
-from .. import on_crash, round_trip
-from ..loop import Loop
+from ... import on_crash, round_trip
+from ...loop import Loop
 from . import clock
 from .locks import _COMMIT, _NONE, _READ, _WRITE, _is_busy, _split
 
@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 
 class _Statements:
-    """A sqlite3 connection whose statements run in the loop: the part of :class:`~dst.aio.sqlite.Connection`
+    """A sqlite3 connection whose statements run in the loop: the part of :class:`~dst.aio.stores.sqlite.Connection`
     below aiosqlite's API."""
 
     def __init__(self, database: str | bytes | Path, kwargs: dict[str, Any]) -> None:
@@ -42,7 +42,7 @@ class _Statements:
     def _open(self) -> None:
         loop = events._get_running_loop()
         if not isinstance(loop, Loop):
-            raise RuntimeError("dst.aio.sqlite: a connection opens only in a simulated run (a dst loop is running)")
+            raise RuntimeError("dst.aio.stores.sqlite: a connection opens only in a simulated run (a dst loop is running)")
         # timeout=0: a lock held elsewhere fails at once, and the wait happens in virtual time (_retrying).
         conn = sqlite3.connect(self._database, timeout=0, **self._kwargs)
         clock._Clock(self._clock, clock._the_reference()).install(conn)

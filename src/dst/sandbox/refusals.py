@@ -8,8 +8,8 @@ import sys
 from types import FrameType
 from typing import Any, Callable
 
-from ...errors import ModelFault
-from ...frames import user_line
+from ..errors import ModelFault
+from ..frames import user_line
 from . import active
 from .active import _Up, _acting, _get_ident
 

@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dst
-from dst.aio.sandbox import Refusal, Sandbox, real
+from dst.sandbox import Refusal, Sandbox, real
 
 # Bound before any sandbox, as libraries do at import.
 NOW = datetime.now
@@ -108,7 +108,7 @@ def test_the_clocks_move_with_the_callables():
 DRAWS = """
 import os, random, secrets, sys, time, uuid
 from datetime import datetime
-from dst.aio.sandbox import Sandbox
+from dst.sandbox import Sandbox
 with Sandbox(wall_ms=lambda: 1_767_225_600_000, monotonic_ms=lambda: 0, seed=int(sys.argv[1])):
     first, items = random.random(), list(range(20))
     random.shuffle(items)
@@ -218,7 +218,7 @@ def test_a_refusal_is_one_line_naming_the_call_and_the_users_line(name, tmp_path
     line = call.__code__.co_firstlineno if name != "fork" else trigger_fork.__code__.co_firstlineno + 1
     assert seen == [refused.value]  # told first: the run ends even if the service swallows it
     assert "\n" not in message and not message.startswith("dst: ") and names in message
-    assert f" called at tests/test_aio_sandbox.py:{line} cannot run in a simulated run: " in message
+    assert f" called at tests/test_sandbox.py:{line} cannot run in a simulated run: " in message
     assert message.split(": ")[-1].split(";")[1].strip()  # what to use instead
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["existing.txt"]  # nothing was written
 
@@ -261,7 +261,7 @@ def test_dst_itself_may_do_what_the_users_code_may_not(tmp_path):
     source = "def run(box, path, callback):\n    with box:\n        open(path, 'w').close()\n        callback()\n"
     scope: dict[str, Any] = {}
     exec(compile(source, os.path.join(DST_DIR, "aio", "_harness_for_test.py"), "exec"), scope)
-    with pytest.raises(Refusal, match=r"tests/test_aio_sandbox.py:\d+"):
+    with pytest.raises(Refusal, match=r"tests/test_sandbox.py:\d+"):
         scope["run"](box(), tmp_path / "dst.txt", lambda: open(tmp_path / "user.txt", "w"))
     assert (tmp_path / "dst.txt").exists() and not (tmp_path / "user.txt").exists()
 
@@ -326,7 +326,7 @@ def test_other_threads_keep_the_real_functions():
 
 
 def test_an_entry_that_fails_half_way_puts_back_what_it_did(monkeypatch):
-    import dst.aio.sandbox.patches as patched
+    import dst.sandbox.patches as patched
 
     class Failing:
         def install(self) -> None:
@@ -357,7 +357,7 @@ def test_entered_through_an_exit_stack_by_dst_as_the_loop_does(tmp_path):
               "        callback()\n")
     scope: dict[str, Any] = {}
     exec(compile(source, os.path.join(DST_DIR, "aio", "_harness_for_test.py"), "exec"), scope)
-    with pytest.raises(Refusal, match=r"tests/test_aio_sandbox.py:\d+"):
+    with pytest.raises(Refusal, match=r"tests/test_sandbox.py:\d+"):
         scope["run"](box(), tmp_path / "dst.txt", lambda: os.mkdir(tmp_path / "user"))
     assert (tmp_path / "dst.txt").exists() and not (tmp_path / "user").exists()
 
