@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 from dst.aio import run
 from dst.aio.loop import Loop
 from dst.sim.kernel import Kernel
+from dst.sim.schedule import Uniform
 from dst.sim.rng import Streams
 
 
@@ -159,7 +160,8 @@ def test_the_running_loop_is_restored_after_a_run():
 
 
 def test_the_loop_runs_asyncio_run_until_complete_and_refuses_run_forever():
-    loop = Loop(Kernel(), Streams(1).keyed("scheduling"))
+    rng = Streams(1).keyed("scheduling")
+    loop = Loop(Kernel(), Uniform(rng, rng))
     assert loop.run_until_complete(asyncio.sleep(3, result="x")) == "x"
     assert loop.time() == 3
     with pytest.raises(RuntimeError, match="drives this loop itself"):

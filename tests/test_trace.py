@@ -74,7 +74,7 @@ def test_a_service_with_such_a_loop_is_a_users_error_before_anything_runs() -> N
             return [("reaper", 1_000), ("REAPER", 5_000)]
 
     with pytest.raises(UserError, match=r"^the service's loops\(\): loop name 'REAPER': expected a name of its own"):
-        ServerHost(Kernel(), Loops(), None, [], None, None)  # type: ignore[arg-type]
+        ServerHost(Kernel(), Loops(), None, [], None, None, None)  # type: ignore[arg-type]
 
 
 # --- the server's own doing -----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import attrs
 from ..sut import SERVER, Bounds, LeaseView, Order, Resource, RunView
 from ..sim.kernel import Kernel
 from ..sim.rng import Streams
+from ..sim.schedule import strategy
 from .anyio_order import scopes_in_order
 from .loop import VIRTUAL_EPOCH_MS, Loop
 from .observe import LeaseRow, LeaseTable
@@ -47,7 +48,8 @@ def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform") 
     the same seed gives the same interleaving, the same result, and no wall time spent waiting."""
     if not asyncio.iscoroutine(main):
         raise TypeError(f"dst.aio.run() expects a coroutine, got {type(main).__name__}")
-    loop = Loop(Kernel(), Streams(seed).keyed("scheduling"), scheduler=scheduler)
+    rng = Streams(seed).keyed("scheduling")
+    loop = Loop(Kernel(), strategy(scheduler, rng, rng))
     loop.patches = [scopes_in_order()]  # anyio's cancel scopes in the run's order, as in a simulated run
     try:
         result: T = loop.run_until_complete(main)

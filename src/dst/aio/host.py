@@ -22,14 +22,12 @@ from typing import Any, Callable, Mapping
 
 from ..errors import ContractError
 from ..frames import where_raised
-from ..invariants.ghost import FactsGate
-from ..models import ModelError
-from ..sim.process import ClientLifecycle, ServerLifecycle, Targets
+from ..sim.process import ClientLifecycle, HostHooks, ServerLifecycle, Targets
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
 from ..sim.trace import BOOT, OWN, RESPONSE, SENT, Event, background_key, message_key
-from .loop import REQUEST, VIRTUAL_EPOCH_MS, Loop, Process
+from .loop import REQUEST, Loop, Process
 from .observe import Observer
 from .wire import HttpRequest, HttpResponse, RemoteError
 
@@ -79,10 +77,10 @@ def _in_context(key: int) -> contextvars.Context:
 
 class Server(Process, ServerLifecycle):
     __slots__ = ("kernel", "loop", "network", "trace", "ghost", "trips", "factory", "reset", "app", "up", "boots",
-                 "serving", "targets", "trip_counts", "backlog", "ready", "observer", "settled")
+                 "serving", "targets", "trip_counts", "backlog", "ready", "observer", "settled", "replied")
 
-    def __init__(self, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: Any, trips: RoundTrips,
-                 factory: Callable[[], Any], reset: Callable[[], None] | None) -> None:
+    def __init__(self, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: HostHooks,
+                 trips: RoundTrips, factory: Callable[[], Any], reset: Callable[[], None] | None) -> None:
         super().__init__("server")
         self.kernel = kernel
         self.loop = loop
@@ -90,6 +88,7 @@ class Server(Process, ServerLifecycle):
         self.trace = trace
         self.ghost = ghost
         self.trips = trips
+        self.replied: dict[str, list[int]] | None = None
         self.factory = factory
         self.reset = reset
         self.app: Any = None
@@ -188,9 +187,7 @@ class Server(Process, ServerLifecycle):
         self.serving -= 1
         self.ghost.handled(payload)
         if response is not None:
-            self.trace.append((self.kernel.now, "server", "reply", (SENT, response, message[0],
-                                                                    message[2] | RESPONSE)))
-            self.network.send(("server", message[0], message[2] | RESPONSE, response))
+            self.reply(message, response)
 
     # --- what the service awaits -----------------------------------------------------------------------------
 
@@ -218,7 +215,7 @@ class Client(Process, ClientLifecycle):
                  "jobs", "job", "job_step", "sent", "pending", "working", "work_end", "work_wait", "targets",
                  "wall_offset", "ended", "last_active")
 
-    def __init__(self, name: str, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: Any,
+    def __init__(self, name: str, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: HostHooks,
                  make_job: Callable[[str, int, Any], Any], request_timeout: int) -> None:
         super().__init__(name)
         self.kernel = kernel
@@ -366,41 +363,3 @@ def _finish_work(client: Client, wait: asyncio.Future[int]) -> None:
         client._stop_work()
         if not wait.done():
             wait.set_result(0)
-
-
-
-
-def assemble(system: Any, kernel: Kernel, network: Network, trace: list[Event], ghost: Any, facts: FactsGate,
-             trips: RoundTrips, clients: list[str], job: Callable[[str, int, Any], Any], streams: Any,
-             scenario: Any) -> tuple[Loop, Server, dict[str, Client]]:
-    """The loop and the processes of an asyncio system, with the sandbox the run enters. The model's facts
-    (``facts``, its ``env.facts``) and the processes' hooks hold a violation until the running callback returns."""
-    loop = Loop(kernel, streams.keyed("scheduling", "ready"), scheduler=scenario.run.scheduler,
-                on_error=lambda process, text, error: trace.append(
-                    (kernel.now, process.name, "error", text if error is None else
-                     f"{text} {type(error).__name__}: {error} at {where_raised(error)}")))
-    facts.hold()
-    deferring = FactsGate(ghost)
-    deferring.hold()
-    server = Server(kernel, loop, network, trace, deferring, trips, system.server, system.reset)
-    if system.observe:
-        if system.leases is None or not hasattr(system.leases, "version"):
-            raise ModelError("dst.aio.System(observe=True) needs leases: a LeaseTable (with version() and leases())")
-        server.observer = Observer(system.leases, facts, kernel, trace, system.recount)
-        server.settled = system.settled
-    hosts = {name: Client(name, kernel, loop, network, trace, deferring, job, scenario.workload.request_timeout)
-             for name in clients}
-    from .anyio_order import scopes_in_order
-    from ..sandbox import Sandbox
-    from .stores.sqlite import installed
-
-    loop.patches = [Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now + getattr(loop.process, "wall_offset", 0),
-                            monotonic_ms=lambda: kernel.now, seed=streams.seed, folder=system.folder,
-                            refused=loop.refuse),
-                    installed(), scopes_in_order()]
-    if system.inline_threads:
-        from .inline import InlineThreads
-
-        loop.inline = InlineThreads()
-        loop.patches.append(loop.inline)
-    return loop, server, hosts

@@ -34,14 +34,13 @@ import logging
 import sys
 import warnings
 from asyncio import events
-from random import Random
 from typing import Any, Callable, Coroutine, TypeVar
 
 from ..errors import ModelFault, Stalled
 from ..sim.kernel import Kernel, Pause, StopRun
-from ..sim.rng import Keyed
-from ..sim.store import RANKS
+from ..sim.schedule import Strategy
 from .tasks import NumberedFuture, NumberedTask, name_of
+from ..sandbox import VIRTUAL_EPOCH_MS as VIRTUAL_EPOCH_MS  # re-exported: the loop's wall clock reads it too
 from ..sandbox import _EXECUTOR, _PROCESSES, _SIGNALS, _SOCKETS, Refusal, refusal
 
 T = TypeVar("T")
@@ -49,7 +48,6 @@ T = TypeVar("T")
 REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("dst_request", default=0)
 """The key of the request (or background job) the running code works for: keys its random draws."""
 
-VIRTUAL_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: what a process's wall clock reads at t=0
 
 
 class Process:
@@ -121,13 +119,12 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
     """The deterministic loop. ``process`` is the one whose code runs now (the harness sets it before it calls
     into a process: delivering a message, starting a job)."""
 
-    def __init__(self, kernel: Kernel, rng: Keyed, *, scheduler: str = "uniform",
+    def __init__(self, kernel: Kernel, strategy: Strategy, *,
                  on_error: Callable[[Process, str, BaseException | None], None] | None = None) -> None:
         self._kernel = kernel
-        self._rng = rng
-        self._pct = scheduler == "pct"
-        self._ranks: dict[int, Random] = {}  # request key -> the ranks of the ready callbacks it schedules
-        self._counts: dict[int, int] = {}  # pct: request key -> its priority and the callbacks it has scheduled
+        # Keyed by the request the code works for (REQUEST): each request draws its own sequence of ranks, so
+        # deleting another plan step leaves this one's as it was.
+        self._ready_rank = strategy.ready
         self.root = Process("main")
         self.process = self.root
         self._on_error = on_error
@@ -157,25 +154,10 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
 
     # --- scheduling ----------------------------------------------------------------------------------
 
-    def _rank(self) -> int:
-        # Keyed by the request the code works for: each request draws its own sequence of ranks, so deleting
-        # another plan step leaves this one's as it was. A Random per request keeps the draw itself in C.
-        key = REQUEST.get()
-        ranks = self._ranks.get(key)
-        if ranks is None:
-            ranks = self._ranks[key] = Random(self._rng.bits(key))
-            if self._pct:
-                self._counts[key] = ranks.getrandbits(24)  # its priority, and after how many steps it drops
-        if self._pct:
-            p = self._counts[key]
-            self._counts[key] = p + (1 << 24)
-            return p & (RANKS - 1) if p >> 24 <= 8 + (p >> 20 & 15) else RANKS - 1
-        return ranks.getrandbits(20)
-
     def call_soon(self, callback: Callable[..., object], *args: Any,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
         handle = _Handle(callback, args, self, context, self.process)
-        self._soon(self._rank(), self._run_handle, handle)
+        self._soon(self._ready_rank(REQUEST.get()), self._run_handle, handle)
         return handle
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any,

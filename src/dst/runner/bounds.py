@@ -1,15 +1,51 @@
-"""Keys of a scenario that are fine alone but together would make a correct model fail."""
+"""A model built for a run, and held to its bounds: keys of a scenario that are fine alone but together would
+make a correct model fail, the slack the worst delays add, and the consequence window after a first violation."""
 
 from __future__ import annotations
 
-from ..invariants import BY_ID
+from typing import Any
+
+from ..errors import BUILD_RAISED, UserError
+from ..frames import described, raised_in, short
+from ..invariants import BY_ID, INVARIANTS
 from ..scenario import Scenario, ScenarioError
-from ..sut import Bounds
+from ..sut import Bounds, Env, Model
 from ..text import format_duration
 
 _SAID = {"reclaim_within": "the model's reclaim bound (TTL + reaper interval)",
          "transition_within": "the model's CANCELLING bound (cancelling timeout + sweep interval)",
          "redeliver_within": "the model's redelivery bound (redelivery timeout + poll interval)"}
+
+
+def built(model: Model[Any], env: Env[Any]) -> tuple[Any, str | None]:
+    """The system ``model`` builds for one run, or None and what its build raised: the run is then a model error at
+    once. A scenario the build itself refuses (an option it cannot take, a :class:`~dst.errors.UserError`) raises."""
+    try:
+        return model.build(env), None
+    except UserError:
+        raise  # one line, exit 2
+    except Exception as e:  # a raise before the build's first line (a wrong signature) is named by the build
+        code = getattr(model.build, "__code__", None)
+        at = "" if raised_in(e) is not None or code is None else (
+            f" (the build: {short(code.co_filename)}:{code.co_firstlineno} {code.co_qualname})")
+        return None, f"{BUILD_RAISED}{described(e)}{at}"
+
+
+def slack_of(scenario: Scenario) -> int:
+    """The worst a message and its handler's store round trips can add to the model's bounds (a slow round trip
+    counted), so a liveness window never closes on a message in flight."""
+    m, net = scenario.model, scenario.network
+    store = m.store_latency[1] + (m.store_slow_by[1] if m.store_slow > 0 else 0)
+    return net.latency[1] + net.delay_by[1] + 4 * store
+
+
+def window_of(bounds: Bounds, parts: set[str], slack: int) -> int:
+    """The consequence window: the longest the model's bounds give a case of a system with these parts to settle
+    (a dead holder's slot reclaimed: TTL + reaper interval; a CANCELLING run ended; a run redelivered), plus the
+    worst delays. A slip whose first violation is a symptom shows its cause within it (a slot given back twice
+    shows when the reaper reclaims the lease its release left behind)."""
+    settling = {unit.settles_within for unit in INVARIANTS if unit.parts & parts} - {""}
+    return max((int(getattr(bounds, field)) for field in settling), default=0) + slack
 
 
 def check_bounds(scenario: Scenario, bounds: Bounds, slack: int, has_runs: bool, invariants: tuple[str, ...]) -> None:

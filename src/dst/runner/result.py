@@ -11,6 +11,7 @@ import attrs
 from ..causal import causal_slice
 from ..errors import MODEL_ERROR
 from ..faults import BY_NAME, befell
+from ..invariants import cause_of
 from ..plan import Step, make_step
 from ..scenario import Scenario
 from ..sim.trace import Event, digest, format_event, format_time, formatted
@@ -24,6 +25,23 @@ class ViolationReport:
     step: int  # how many trace events there were when it was detected (so the index of the next one)
     message: str
     during: str | None = None  # the message key of the server handler it was detected in (17.1.0), if any
+
+
+def outcome(found: list[ViolationReport], errors: list[ViolationReport]) -> tuple[ViolationReport | None,
+                                                                               list[ViolationReport]]:
+    """A run's violation and its consequences (in time order), from the first violation of each invariant it found
+    (in the order found) and the model's errors (the first first). The model's error that came first is the outcome;
+    otherwise the cause among the violations (:func:`~dst.invariants.cause_of`), and the rest are what followed."""
+    violation: ViolationReport | None = None
+    if errors and (not found or found[0].time > errors[0].time):
+        violation, consequences = errors[0], [*found, *errors[1:]]
+    elif found:
+        cause = cause_of([v.invariant for v in found])
+        violation, consequences = found[cause], [*found[:cause], *found[cause + 1:], *errors]
+    else:
+        consequences = []
+    consequences.sort(key=lambda v: v.time)
+    return violation, consequences
 
 
 @attrs.frozen

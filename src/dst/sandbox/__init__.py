@@ -45,7 +45,9 @@ from .refusals import Refusal
 from .refusals import (_EXECUTOR as _EXECUTOR, _PROCESSES as _PROCESSES, _SIGNALS as _SIGNALS,
                        _SOCKETS as _SOCKETS, refusal as refusal)
 
-__all__ = ["Refusal", "Sandbox", "real"]
+__all__ = ["VIRTUAL_EPOCH_MS", "Refusal", "Sandbox", "real"]
+
+VIRTUAL_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: what a simulated process's wall clock reads at t=0
 
 _WHOSE: dict[str, str] = {}  # file name -> whose code it is: asked for on every refusable call
 

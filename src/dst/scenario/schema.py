@@ -14,13 +14,14 @@ import attrs
 
 from ..errors import UserError
 from ..faults import SCHEDULED
+from ..sim.schedule import STRATEGIES
 from ..invariants import INVARIANT_IDS
 from ..models import DEFAULT_IMPL, resolve
 from ..plan import Step
 from ..sut import Model
 from ..text import format_duration, key_name, parse_duration, shorten
 
-SCHEDULERS = ("uniform", "pct")
+SCHEDULERS = tuple(STRATEGIES)  # "uniform", "pct": dst.sim.schedule
 DEFAULT_NAME = "default"
 EMBEDDED = "<embedded default>"
 

@@ -12,21 +12,22 @@
 * :class:`UserHost` sends the requests of people outside the system (submit, cancel),
   each on its own with its retries; :class:`ResourceHost` applies each write on delivery.
 
-They report protected work, step boundaries and finished requests to the ghost (the invariants).
+They report protected work, step boundaries and finished requests to the ghost (the invariants), and keep the
+run's :class:`~dst.sim.process.Running` up to date as they call into the model's code, so who runs is known
+when a violation, an error or a stall must be blamed on someone.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from functools import partial
-from types import FrameType
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable
 
 from ..errors import ContractError, UserError
-from ..sut import CALL, MOMENT, SLEEP, WORK, Handler
+from ..sut import CALL, MOMENT, RESOURCE, SERVER, SLEEP, WORK, Handler
 from .kernel import Kernel
 from .network import Network
-from .process import ClientLifecycle, ServerLifecycle, Targets
+from .process import ClientLifecycle, HostHooks, Running, ServerLifecycle, Targets
 from .store import RoundTrips
 from .trace import BOOT, OWN, RESOURCE_WRITE, RESPONSE, SENT, Event, background_key, check_loops, message_key
 
@@ -42,18 +43,19 @@ _NOTHING = object()
 
 class ClientHost(ClientLifecycle):
     __slots__ = (
-        "name", "kernel", "network", "trace", "ghost", "make_job", "timeout",
+        "name", "kernel", "network", "trace", "ghost", "running", "make_job", "timeout",
         "alive", "incarnation", "jobs", "job", "job_step", "sent", "wait", "pending",
         "working", "work_end", "paused_until", "stash", "targets", "wall_offset", "ended", "last_active",
     )
 
-    def __init__(self, name: str, kernel: Kernel, network: Network, trace: list[Event], ghost: Any,
-                 make_job: Callable[[str, int, Any], Handler], request_timeout: int) -> None:
+    def __init__(self, name: str, kernel: Kernel, network: Network, trace: list[Event], ghost: HostHooks,
+                 running: Running, make_job: Callable[[str, int, Any], Handler], request_timeout: int) -> None:
         self.name = name
         self.kernel = kernel
         self.network = network
         self.trace = trace
         self.ghost = ghost
+        self.running = running
         self.make_job = make_job  # (client name, incarnation, plan step) -> job coroutine
         self.timeout = request_timeout
         self.alive = True
@@ -77,7 +79,11 @@ class ClientHost(ClientLifecycle):
         self.last_active = self.kernel.now
         self._stop_work()
         if self.job is not None:
+            running = self.running
+            actor, key = running.actor, running.key
+            running.actor, running.key = self.name, None  # its finally blocks are its code
             self.job.close()
+            running.actor, running.key = actor, key
         self.alive = False
         self.job = None
         self.jobs.clear()
@@ -106,7 +112,11 @@ class ClientHost(ClientLifecycle):
 
     def _next_job(self) -> None:
         step = self.jobs.popleft()
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = self.name, None
         self.job = self.make_job(self.name, self.incarnation, step)
+        running.actor, running.key = actor, key
         self.job_step = step.id
         self.sent = {}
         self.trace.append((self.kernel.now, self.name, "job", f"step {step.id}"))
@@ -126,6 +136,15 @@ class ClientHost(ClientLifecycle):
         self._advance(value)
 
     def _advance(self, value: object) -> None:
+        """The job runs to its next command, as the running process (put back as it was once the job waits: an
+        error on the way leaves it naming this client)."""
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = self.name, None
+        self._to_next_command(value)
+        running.actor, running.key = actor, key
+
+    def _to_next_command(self, value: object) -> None:
         kernel = self.kernel
         job = self.job
         self.wait += 1  # whatever else was set to wake this job is stale from now on
@@ -149,6 +168,7 @@ class ClientHost(ClientLifecycle):
                 continue  # nothing aimed at this moment: the job goes straight on
             self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
             armed[1]()
+            self.running.actor = self.name  # the fault ran the harness's code (a restart's boot, say): this job again
             if not self.alive or self.job is None:
                 return
             if self.paused:
@@ -200,10 +220,11 @@ class ServerHost(ServerLifecycle):
     two schedulers); restarts and pauses; the background loops. A pause freezes the process: nothing of it runs
     until it resumes, requests wait, and it goes on with its memory intact."""
 
-    __slots__ = ("kernel", "service", "routes", "loops", "network", "trace", "ghost", "trips", "epoch", "up",
-                 "ticks", "boots", "serving", "paused_until", "targets", "frozen")
+    __slots__ = ("kernel", "service", "routes", "loops", "network", "trace", "ghost", "running", "trips", "epoch", "up",
+                 "ticks", "boots", "serving", "paused_until", "targets", "frozen", "replied")
 
-    def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list[Event], ghost: Any, trips: RoundTrips) -> None:
+    def __init__(self, kernel: Kernel, service: Any, network: Network, trace: list[Event], ghost: HostHooks,
+                 running: Running, trips: RoundTrips) -> None:
         self.kernel = kernel
         self.service = service
         self.routes = dict(service.handlers())  # request type -> handler: one lookup per request
@@ -215,7 +236,9 @@ class ServerHost(ServerLifecycle):
         self.network = network
         self.trace = trace
         self.ghost = ghost
+        self.running = running
         self.trips = trips
+        self.replied: dict[str, list[int]] | None = None
         self.epoch = 0
         self.up = False
         self.ticks: dict[str, int] = {}  # loop -> ticks so far, over every process: a tick's handlers' key space
@@ -232,8 +255,12 @@ class ServerHost(ServerLifecycle):
         self.boots += 1
         self.ghost.server_up()
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = SERVER, None
         for i, recovery in enumerate(self.service.boot()):
             self._step([recovery, background_key(BOOT, self.boots, i), 0, None, self.epoch])
+        running.actor, running.key = actor, key
         for loop, interval in self.loops:
             self.kernel.after(interval, self._tick, (self.epoch, loop, interval))
 
@@ -254,7 +281,11 @@ class ServerHost(ServerLifecycle):
         self.frozen = []  # with the process they ran in
         self.trace.append((self.kernel.now, "server", "restart", f"down for {down}ms"))
         self.ghost.server_down()  # down first: what the crash then loses was held when it went down
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = SERVER, None
         self.service.crash()
+        running.actor, running.key = actor, key
         self.ghost.settle()
         self.kernel.after(down, self._boot_epoch, self.epoch)
 
@@ -265,21 +296,35 @@ class ServerHost(ServerLifecycle):
 
     def _accept(self, message: tuple[Any, ...]) -> None:
         payload = message[3]
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = SERVER, None
         handle = self.routes.get(payload.__class__)
         if handle is None:
             raise ContractError(f"the service has no handler for {payload.__class__.__name__} requests "
                             f"(its handlers: {', '.join(sorted(t.__name__ for t in self.routes))})")
         # A task is [handler, key for its draws, steps taken, request message, epoch].
         self.serving += 1
-        self._step([handle(payload), message[2], 0, message, self.epoch])
+        handler = handle(payload)
+        running.actor, running.key = actor, key
+        self._step([handler, message[2], 0, message, self.epoch])
 
     def _step(self, task: list[Any]) -> None:
-        """Run the handler to its next await, then wait one store round trip (or its sleep) before the next step."""
+        """Run the handler to its next await, as the running process and handler (put back as it was once the
+        handler waits: an error on the way leaves them naming it), then wait one store round trip (or its sleep)
+        before the next step."""
         if task[4] != self.epoch:
             return  # the process that ran this handler is gone
         if self.paused_until > self.kernel.now:
             self.kernel.at(self.paused_until, self._step, task)
             return
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = SERVER, task[1]
+        self._to_next_step(task)
+        running.actor, running.key = actor, key
+
+    def _to_next_step(self, task: list[Any]) -> None:
         try:
             command = task[0].send(None)
             while command is not None and command[0] == MOMENT:
@@ -287,6 +332,7 @@ class ServerHost(ServerLifecycle):
                 if armed is not None:
                     self.trace.append((self.kernel.now, "server", "moment", f"{command[1]}: {armed[0]}"))
                     armed[1]()
+                    self.running.actor, self.running.key = SERVER, task[1]  # this handler again, after the fault
                     if task[4] != self.epoch:
                         return  # struck down at the moment: the process that ran it is gone
                     if self.paused_until > self.kernel.now:
@@ -301,8 +347,7 @@ class ServerHost(ServerLifecycle):
                 self.serving -= 1
                 self.ghost.handled(message[3])
             if message is not None and response is not None:
-                self.trace.append((self.kernel.now, "server", "reply", (SENT, response, message[0], message[2] | RESPONSE)))
-                self.network.send(("server", message[0], message[2] | RESPONSE, response))
+                self.reply(message, response)
             return
         self.ghost.settle()
         if command is None:
@@ -333,70 +378,13 @@ class ServerHost(ServerLifecycle):
             self.kernel.at(self.paused_until, self._tick, arg)  # the loop goes on where it stopped
             return
         tick = self.ticks[loop] = self.ticks.get(loop, 0) + 1
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = SERVER, None
         for i, handler in enumerate(self.service.tick(loop, self.kernel.now)):
             self._step([handler, background_key(loop, tick, i), 0, None, epoch])
+        running.actor, running.key = actor, key
         self.kernel.after(interval, self._tick, arg)
-
-
-def handling(error: BaseException) -> int | None:
-    """The key of the server handler (a request's, or a background loop's) that ``error`` was raised in,
-    or None. Read from the traceback after the fact, so no step of the hot path notes which handler runs."""
-    frames, tb = [], error.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    return _handler_of(reversed(frames))
-
-
-def handling_now(frame: FrameType | None) -> int | None:
-    """The key of the server handler whose code runs at ``frame`` (called from it, at any depth), or None."""
-    frames = []
-    while frame is not None:
-        frames.append(frame)
-        frame = frame.f_back
-    return _handler_of(frames)
-
-
-def _handler_of(frames: Iterable[FrameType]) -> int | None:
-    """The key of the first server handler step among ``frames`` (innermost first), or None."""
-    for frame in frames:
-        if frame.f_code is _SERVER_STEP:
-            return cast(int, frame.f_locals["task"][1])
-    return None
-
-
-_SERVER_STEP = ServerHost._step.__code__
-
-
-def raised_by(error: BaseException) -> str:
-    """The name of the process whose code ``error`` was raised in (the innermost host on its traceback):
-    a client's, ``server``, ``resource`` or ``user``. Read from the traceback, like :func:`handling`."""
-    frames, tb = [], error.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    return _host_of(reversed(frames))
-
-
-def running_in(frame: FrameType | None) -> str:
-    """The name of the process whose code runs at ``frame`` (the innermost host from it outwards)."""
-    frames = []
-    while frame is not None:
-        frames.append(frame)
-        frame = frame.f_back
-    return _host_of(frames)
-
-
-def _host_of(frames: Iterable[FrameType]) -> str:
-    """The name of the first host whose method is among ``frames`` (innermost first); ``server`` if none is."""
-    for frame in frames:
-        if frame.f_code.co_filename == __file__:
-            host = frame.f_locals.get("self")
-            if isinstance(host, ClientHost):
-                return host.name
-            if isinstance(host, (ServerHost, ResourceHost, UserHost)):
-                return {ServerHost: "server", ResourceHost: "resource", UserHost: "user"}[type(host)]
-    return "server"
 
 
 class UserHost:
@@ -436,17 +424,23 @@ class UserHost:
 class ResourceHost:
     """The protected resource: handles each write atomically on delivery."""
 
-    __slots__ = ("kernel", "resource", "network", "trace", "ghost")
+    __slots__ = ("kernel", "resource", "network", "trace", "ghost", "running")
 
-    def __init__(self, kernel: Kernel, resource: Any, network: Network, trace: list[Event], ghost: Any) -> None:
+    def __init__(self, kernel: Kernel, resource: Any, network: Network, trace: list[Event], ghost: HostHooks,
+                 running: Running) -> None:
         self.kernel = kernel
         self.resource = resource
         self.network = network
         self.trace = trace
         self.ghost = ghost
+        self.running = running
 
     def receive(self, message: tuple[Any, ...]) -> None:
+        running = self.running
+        actor, key = running.actor, running.key
+        running.actor, running.key = RESOURCE, None
         response = self.resource.write(message[3])
+        running.actor, running.key = actor, key
         self.trace.append((self.kernel.now, "resource", "recv", (RESOURCE_WRITE, message[3], message[0], response)))
         self.ghost.settle()
         self.network.send(("resource", message[0], message[2] | RESPONSE, response))

@@ -1,19 +1,67 @@
-"""The process protocol: what a fault can do to a process, whichever kind of process it is.
+"""The process protocol: what a fault can do to a process, whichever kind of process it is, and what a process
+may tell the harness.
 
 Two kinds of host run a system under test: the coroutine seam's (:mod:`dst.sim.hosts`) and the asyncio
 mode's (:mod:`dst.aio.host`). Both keep this protocol, and the fault registry (:mod:`dst.faults`) is typed
 against it alone: every fault kind acts on either kind of process, with no second copy, and a new kind of
-fault is one record that calls these methods.
+fault is one record that calls these methods. What a host tells the harness in turn (work started and stopped,
+a client died or froze, the server went down, a step settled) is :class:`HostHooks`, the ghost's side.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any, Callable, Mapping, Protocol
 
 from .kernel import Kernel
 from .network import Network
 from .store import RoundTrips
-from .trace import RECEIVED, RESTARTED, SERVER_DOWN, format_time
+from .trace import RECEIVED, RESPONSE, RESTARTED, SENT, SERVER_DOWN, format_time
+
+
+class HostHooks(Protocol):
+    """What a host may tell the harness's ghost (:class:`~dst.invariants.Ghost` keeps them): the facts of a process's
+    life that no model reports, because the harness, not the model, makes them happen."""
+
+    def work_started(self, client: str, handle: Any) -> None:
+        """``client`` starts protected work under ``handle`` (a lease id, or a run's claim)."""
+
+    def work_stopped(self, client: str, handle: Any) -> None: ...
+
+    def client_died(self, client: str) -> None:
+        """A client incarnation is gone (a crash, or a restart's old incarnation)."""
+
+    def client_paused(self, client: str, until: int) -> None: ...
+
+    def client_cut_off(self, client: str, until: int) -> None:
+        """A partition cuts ``client`` from the server until ``until``."""
+
+    def server_down(self) -> None:
+        """The server went down (a restart) or froze (a pause): its background work stops too."""
+
+    def server_up(self) -> None: ...
+
+    def handled(self, request: Any) -> None:
+        """The server finished handling ``request``."""
+
+    def settle(self) -> None:
+        """A step of the model's code ended: check what it changed."""
+
+
+class Running:
+    """Who runs now: the process whose code the run is in (``actor``), and, while a server handler's step runs,
+    that handler's key (``key``: a request's message key, or a background job's). The coroutine seam's hosts set
+    it as they call into the model's code and put it back as that code returns; an error leaves it where the
+    error was raised. Read when something must be blamed on someone (a violation, an error, a stall, a refusal),
+    so the hot path pays two attribute writes a step and nothing is read from stack frames."""
+
+    __slots__ = ("actor", "key")
+
+    IDLE = "server"  # what a run blames when no process's code runs (dst's own events)
+
+    def __init__(self) -> None:
+        self.actor = Running.IDLE
+        self.key: int | None = None
 
 
 class Targets:
@@ -80,7 +128,7 @@ class ClientLifecycle:
     name: str
     kernel: Kernel
     trace: list[Any]
-    ghost: Any
+    ghost: HostHooks
     alive: bool
     incarnation: int
     jobs: Any  # a deque of plan steps
@@ -187,11 +235,15 @@ class ServerLifecycle:
 
     kernel: Kernel
     trace: list[Any]
-    ghost: Any
+    ghost: HostHooks
+    network: Network
     trips: RoundTrips
     epoch: int
     up: bool
     paused_until: int
+    # Client -> when the server sent it each reply, kept when the run asks (a runs stream's liveness: when a worker
+    # last heard from the server before it stopped), else None.
+    replied: dict[str, list[int]] | None
 
     def boot(self) -> None:
         raise NotImplementedError
@@ -212,6 +264,22 @@ class ServerLifecycle:
 
     def pin_slow(self, key: int, n: int, ms: int) -> None:
         self.trips.pin_slow(key, n, ms)
+
+    def reply(self, message: tuple[Any, ...], response: Any) -> None:
+        """Answer the request ``message`` with ``response``."""
+        to, key, now = message[0], message[2] | RESPONSE, self.kernel.now
+        self.trace.append((now, "server", "reply", (SENT, response, to, key)))
+        if self.replied is not None:
+            self.replied.setdefault(to, []).append(now)
+        self.network.send(("server", to, key, response))
+
+    def last_reply(self, client: str, until: int) -> int | None:
+        """When the server last sent ``client`` a reply, at or before ``until`` (None: never; or not kept)."""
+        times = None if self.replied is None else self.replied.get(client)
+        if not times:
+            return None
+        i = bisect_right(times, until)
+        return times[i - 1] if i else None
 
     def pause(self, duration: int) -> None:
         """Freeze the process for ``duration``: it keeps its memory and goes on where it stopped."""
@@ -288,6 +356,11 @@ class ServerProcess(Protocol):
 
     def receive(self, message: tuple[Any, ...]) -> None: ...
 
+    replied: dict[str, list[int]] | None
+
+    def last_reply(self, client: str, until: int) -> int | None:
+        """When it last sent ``client`` a reply, at or before ``until`` (kept once ``replied`` is a dict)."""
+
 
 class Processes(Protocol):
     """What a fault acts on: the processes of a run, the network between them, and the ghost it tells."""
@@ -295,7 +368,9 @@ class Processes(Protocol):
     kernel: Kernel
     network: Network
     trace: list[Any]
-    ghost: Any
+
+    @property
+    def ghost(self) -> HostHooks: ...
 
     @property
     def clients(self) -> Mapping[str, ClientProcess]: ...

@@ -5,34 +5,31 @@ trip's latency is a keyed draw (the handler's key and the round trip's number), 
 plan step leaves it as it was. It is slow with probability ``slow`` by a drawn extra latency (a lock
 wait, a checkpoint), or by a pinned amount: how a finding states the slow round trips it needs.
 
-Two schedulers decide which ready step goes next. ``uniform``: every round trip draws its latency and
-its rank among same-instant steps. ``pct`` (in the style of probabilistic concurrency testing): each
-handler draws one priority that sets the latency and rank of all its steps, so a high-priority request
-runs ahead of the others until a change point (its 1st to 4th step, drawn too) where its priority drops
-to the bottom.
+The run's scheduling strategy (:mod:`.schedule`: ``uniform``, ``pct``) draws a round trip's latency and its rank
+among the steps due at the same instant.
 """
 
 from __future__ import annotations
 
 from .kernel import Kernel
 from .rng import Keyed
+from .schedule import Strategy
 from .trace import SLOW, Event, format_time
 
-RANKS = 1 << 20
 _SLOW = 1 << 40  # salts the draw that decides whether a store round trip is slow
 
 
 class RoundTrips:
-    __slots__ = ("kernel", "rng", "trace", "lo", "span", "pct", "_slow_below", "_slow_lo", "_slow_span", "pinned",
+    __slots__ = ("kernel", "rng", "trace", "lo", "span", "strategy", "_slow_below", "_slow_lo", "_slow_span", "pinned",
                  "drawn", "slowing")
 
-    def __init__(self, kernel: Kernel, rng: Keyed, trace: list[Event], *, latency: tuple[int, int], scheduler: str = "uniform",
+    def __init__(self, kernel: Kernel, rng: Keyed, trace: list[Event], *, latency: tuple[int, int], strategy: Strategy,
                  slow: float = 0.0, slow_by: tuple[int, int] = (0, 0)) -> None:
         self.kernel = kernel
         self.rng = rng
         self.trace = trace
         self.lo, self.span = latency[0], latency[1] - latency[0] + 1
-        self.pct = scheduler == "pct"
+        self.strategy = strategy
         self._slow_below = int(slow * (1 << 16))
         self._slow_lo, self._slow_span = slow_by[0], slow_by[1] - slow_by[0] + 1
         self.pinned: dict[tuple[int, int], int] = {}  # (handler key, round trip) -> its extra latency
@@ -43,13 +40,8 @@ class RoundTrips:
         """The ``n``-th round trip (from 1) of the handler keyed ``key``: its latency and its rank among the
         steps due at the same instant (for :meth:`Kernel.after_ranked`)."""
         extra = self.slow(key, n) if self.slowing else 0
-        if self.pct:
-            p = self.rng.bits(key, RANKS)  # the handler's priority: the same draw for all its steps
-            rank = p >> 44 if n <= 1 + (p & 3) else RANKS - 1
-            return self.lo + (rank * self.span >> 20) + extra, rank
-        # One draw decides both the round trip's latency and, among steps due at the same instant, the order.
-        r = self.rng.bits(key, n)
-        return self.lo + r % self.span + extra, r >> 44
+        ms, rank = self.strategy.trip(key, n, self.lo, self.span)
+        return ms + extra, rank
 
     def pin_slow(self, key: int, n: int, ms: int) -> None:
         """The handler of ``key`` takes ``ms`` longer over its ``n``-th store round trip, whatever the draws say."""
