@@ -128,6 +128,24 @@ def test_state_left_between_runs_is_named_by_check_determinism(tmp_path, capsys)
     assert "a second run in the same process diverges" in out and "module global or singleton" in out
 
 
+def test_the_determinism_check_names_the_first_event_where_a_second_run_parts():
+    from dst.explore.determinism import HERE, check_determinism
+
+    leaky = scripted("leaky", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"}])
+    first = run(leaky, 1)
+    divergence = check_determinism(leaky, 1, first, fresh_process=False)
+    assert divergence is not None and divergence.second == HERE and divergence.index is not None
+    # The server's reply, one call further along in the second run (the module global counts every run's calls).
+    assert divergence.first_event == first.trace[divergence.index] and divergence.second_event is not None
+    (time, actor, kind, said), again = divergence.first_event, divergence.second_event
+    assert (actor, kind) == ("server", "reply") and again[:3] == (time, actor, kind)
+    assert int(again[3].split()[1]) == int(said.split()[1]) + 1
+    assert divergence.line().startswith("a second run in the same process diverges at trace event 4: first run t=")
+    # A scenario built in code has no command line to run it in a fresh process: said before anything runs.
+    with pytest.raises(ValueError, match="no dst run command runs it in a fresh process"):
+        check_determinism(leaky, 1)
+
+
 def test_one_seed_gives_the_same_bytes_twice_in_one_process():
     steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
              {"at": "100ms", "actor": "c2", "action": "acquire", "work": "1s"},

@@ -33,6 +33,15 @@ def test_one_seed_gives_one_trace_in_other_processes_with_other_hash_seeds(defau
         assert json.loads(out.stdout)["trace_digest"] == here.digest
 
 
+def test_the_determinism_check_finds_a_seed_of_a_shipped_scenario_identical_here_and_in_a_fresh_process():
+    from dst.explore.determinism import check_determinism
+
+    assert check_determinism(load_scenario("double-release"), 0) is None  # its own dst run command, a violation
+    failed = check_determinism(load_scenario(), 1, command=["dst", "run", "--seed", "1", "--bug", "no-such-bug"])
+    assert failed is not None and failed.index is None and "no-such-bug" in failed.line()
+    assert failed.line().startswith("the second run failed: dst: ")
+
+
 def test_different_seeds_give_different_runs(default_scenario):
     assert len({run(default_scenario, seed).digest for seed in range(1, 11)}) == 10
 

@@ -186,3 +186,21 @@ def test_a_list_of_like_items_is_one_shape_however_long_it_is():
     three = "leases the authority recognises hold 3 slot(s) of 'db', capacity 2; owners: L1(c1)=1, L2(c4)=1, L3(c3)=1"
     assert shape(two) == shape(three)
     assert shape("c1 and c2 both work") != shape("c1 works")
+
+
+def test_a_campaign_says_in_one_line_that_it_wrote_no_finding_for_a_seed_that_ran_two_ways(tmp_path, monkeypatch):
+    from dst.explore import record
+    from dst.explore.fuzz import Outcome
+    from dst.explore.shrink import NotDeterministic
+    from dst.scenario import load_scenario
+
+    def two_ways(scenario, seed, **options):
+        raise NotDeterministic(f"seed {seed}: the same run went two ways")
+
+    monkeypatch.setattr(record, "minimize", two_ways)
+    said: list[str] = []
+    recorder = record.Recorder(tmp_path, (load_scenario("double-release"),), candidates=2, use_swarm=True,
+                               stop_on_first=False, stopped=lambda: False, on_error=said.append)
+    recorder.consider(Outcome(3, 100, "no-foreign-release", "a release naming L1 gave back 1 slot(s) of 'db'"))
+    assert said == ["dst: seed 3: the same run went two ways; no finding written for seed 3"]
+    assert recorder.findings() == [] and list(tmp_path.iterdir()) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from dst.invariants import INVARIANT_IDS, RUN_INVARIANTS, Ghost, Violation
+from dst.invariants.leases import NoForeignRelease
 from dst.reference.runs import Claim
 from dst.sim.kernel import Kernel
 from dst.sut import Bounds, Cancel, RunClaim
@@ -170,6 +171,21 @@ def test_no_foreign_release_flags_an_anonymous_decrement():
     w.view.counts["db"] -= 1
     v = flagged("no-foreign-release", lambda: w.ghost.slots_returned(None, "db", 1))
     assert "no lease" in v.message
+
+
+def test_no_foreign_release_says_one_thing_of_a_release_naming_no_lease():
+    # Code after Invariant.fail runs on (a run notes the failure and goes on), so a hook that has said what went
+    # wrong returns: each failure is handed on as it is made, and a second says the release named L None.
+    class Books:
+        def __init__(self):
+            self.failures = []
+
+        def failed(self, unit, message):
+            self.failures.append(message)
+
+    books = Books()
+    NoForeignRelease(books).foreign_release(None, "db", 1, 0)
+    assert books.failures == ["a release naming no lease gave back 1 slot(s) of 'db': they belonged to another holder"]
 
 
 def test_no_foreign_release_allows_the_owner_to_release():

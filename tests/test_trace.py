@@ -10,7 +10,8 @@ from conftest import events, script
 from dst.errors import UserError
 from dst.sim.hosts import ServerHost
 from dst.sim.kernel import Kernel
-from dst.sim.trace import BACKGROUND, BOOT, RESPONSE, background_key, check_loops, key_name, message_key, parse_key
+from dst.sim.trace import (BACKGROUND, BOOT, RESPONSE, background_key, check_loops, is_background, key_name, message_key,
+                           parse_key, request_key, response_key, series, step_of)
 from dst.sut import Service
 
 _DRAWN = (1 << 64) - 1  # the bits of a key its draws see
@@ -25,6 +26,18 @@ def test_every_kind_of_key_reads_back_as_it_was_written() -> None:
     for key in (message_key(17, 3, 0), message_key(1 << 40, 255, 4095) | RESPONSE, background_key("reaper", 4, 0),
                 background_key(BOOT, 2, 1), background_key("Sweep-2_b", 1 << 33, 70_000)):
         assert parse_key(key_name(key)) == key
+
+
+def test_a_key_says_which_step_sent_it_and_what_it_answers() -> None:
+    request = message_key(17, 3, 2)
+    assert step_of(request) == step_of(response_key(request)) == 17 and step_of(message_key(1 << 40, 255, 4095)) == 1 << 40
+    assert request_key(response_key(request)) == request_key(request) == request
+    assert key_name(response_key(request)) == "17.3.2r"
+    assert series(message_key(17, 3, 0)) == series(request) != series(response_key(request))
+    assert series(message_key(17, 4, 2)) != series(request) != series(message_key(18, 3, 2))
+    assert not is_background(request) and not is_background(response_key(request))
+    for key in (background_key(BOOT, 1, 0), background_key("reaper", 4, 0)):  # no step sent these
+        assert is_background(key) and step_of(key) is None
 
 
 def test_a_background_keys_draws_depend_on_its_name_not_its_loops_place() -> None:

@@ -95,8 +95,3 @@ def _belongs(event: Event, text: str, key: str | None, things: set[str], clients
             return True
     return bool(_things(text) & things or _clients(text) & clients or (actor in clients and kind != "drop"))
 
-
-def focus(message: str) -> tuple[str, ...]:
-    """What a violation's message names (leases, runs, seats, clients), sorted: the slice's starting point."""
-    return tuple(sorted(_things(message) | _clients(message)))
-

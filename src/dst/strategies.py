@@ -43,7 +43,7 @@ from .runner.generate import REBORN, workers
 from .faults import BY_NAME, FAULTS, SCHEDULED, FaultKind, is_pinned
 from .plan import Step, make_step, sort_steps, step_from_mapping
 from .scenario import FaultRate, Scenario, load_scenario, parse_scenario, scenario_to_doc
-from .sim.trace import BACKGROUND, RESPONSE, key_name, keys_in, message_key, parse_key, step_key_parts
+from .sim.trace import is_background, key_name, keys_in, message_key, parse_key, response_key, step_key_parts, step_of
 from .text import parse_duration, shorten
 
 __all__ = ["SETTINGS", "plans", "scenarios"]
@@ -264,7 +264,7 @@ def _pin(kind: FaultKind, messages: tuple[tuple[int, bool], ...], args: dict[str
     step's time: a pinned fault is in place from the start, so its time only places it in the plan."""
     def draft(step: tuple[int, int], message: tuple[int, bool], n: int, values: dict[str, Any]) -> tuple[int, Draft]:
         (step_id, at), (sort, response) = step, message
-        key = message_key(step_id, sort, n) | (RESPONSE if response else 0)
+        key = response_key(message_key(step_id, sort, n)) if response else message_key(step_id, sort, n)
         return at, (kind.target, kind.action, {"message": key_name(key), **values})
 
     return st.builds(draft, st.sampled_from(named), st.sampled_from(messages), st.integers(0, _FEW - 1),
@@ -281,7 +281,7 @@ def _messages(scenario: Scenario) -> tuple[tuple[int, bool], ...]:
     seen = set()
     for event in (event for seed in range(3) for event in run(scenario, seed).raw_trace):
         for key in keys_in(event[3]):
-            if not key & BACKGROUND:
+            if not is_background(key):
                 _, sort, _, response = step_key_parts(key)
                 seen.add((sort, response))
     return tuple(sorted(seen))
@@ -324,7 +324,7 @@ def _plan(drafted: list[tuple[int, int, Draft]], max_steps: int) -> tuple[Step, 
     steps = (_checked(make_step(step_id, at, actor, action, **args)) for step_id, at, (actor, action, args) in drafted)
     kept = sort_steps(steps)[:max_steps]
     ids = {step.id for step in kept}
-    return tuple(step for step in kept if not is_pinned(step) or step_key_parts(parse_key(str(step.arg("message"))))[0] in ids)
+    return tuple(step for step in kept if not is_pinned(step) or step_of(parse_key(str(step.arg("message")))) in ids)
 
 
 def _checked(step: Step) -> Step:

@@ -7,16 +7,14 @@ import argparse
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 from ..explore.cluster import ClusterError, ClusterExecutor
 from ..explore import report
 from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, seeds, tallied
 from ..explore.pool import StopRequest, Terminated
-from ..explore.shrink import NotDeterministic
+from ..explore.record import Recorder
 from ..explore.steer import Roster, default_campaign
 from ..findings import ready
-from ..runner.watchdog import known_stall
 from ..scenario import Scenario
 from .command import (EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError,
                       scenario_from)
@@ -46,9 +44,7 @@ def dst_fuzz(args: argparse.Namespace) -> int:
         raise UsageError("dst fuzz: say how many seeds: --seeds A:B, --count N or --time-budget DURATION")
     _junit_ready(args)
     request = StopRequest()
-    recorder = None if args.no_findings else _Recorder(args, scenarios, request)
-    if recorder is not None:
-        ready(recorder.directory)  # a folder that cannot take a finding is said now, not after the minimizing
+    recorder = None if args.no_findings else _recorder(args, scenarios, request)
     cluster = _cluster(args)  # after every check of the input: reaching a cluster can take seconds
     workers = cluster.workers if cluster is not None else args.workers or DEFAULT_WORKERS
     started = time.monotonic()
@@ -69,7 +65,7 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     def each(outcome: Outcome, tally: Tally) -> bool:
         progress.update(tally, time.monotonic() - started)
         if recorder is not None and outcome.invariant is not None:
-            recorder.consider(outcome, tally)
+            recorder.consider(outcome)
         return bool(args.stop_on_first and (tally.violations or tally.model_errors))
 
     asked = False
@@ -103,6 +99,14 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     if tally.violations:
         return EXIT_VIOLATION
     return interrupted or EXIT_OK
+
+
+def _recorder(args: argparse.Namespace, scenarios: tuple[Scenario, ...], request: StopRequest) -> Recorder:
+    """What writes the campaign's findings, in a folder that can take them (said now, not after the minimizing)."""
+    recorder = Recorder(Path(args.findings), scenarios, candidates=args.shrink_candidates, use_swarm=args.swarm,
+                        stop_on_first=args.stop_on_first, stopped=request.event.is_set, on_error=error)
+    ready(recorder.directory)
+    return recorder
 
 
 def _cluster(args: argparse.Namespace) -> ClusterExecutor | None:
@@ -142,57 +146,6 @@ def _publish(args: argparse.Namespace, campaign_report: report.Report) -> bool:
             error(e.line())
             return False
     return True
-
-
-class _Recorder:
-    """Minimizes the first K seeds of each new signature as the campaign finds them, and writes the
-    smallest as a finding, so an interrupted campaign keeps every finding it made."""
-
-    def __init__(self, args: argparse.Namespace, scenarios: tuple[Scenario, ...], stop: StopRequest) -> None:
-        self.stop = stop  # a signal noted: the minimizing in hand ends with what it has, and no more begins
-        self.args = args
-        self.scenarios = scenarios
-        self.directory = Path(args.findings)
-        self.best: dict[str, Any] = {}  # signature -> smallest Shrunk so far
-        self.ran: dict[str, Scenario] = {}  # signature -> the scenario its smallest's seed ran
-        self.tried: dict[str, int] = {}
-        self.written: dict[str, Any] = {}  # signature -> Recorded
-
-    def consider(self, outcome: Outcome, tally: Tally) -> None:
-        from ..explore.record import minimize
-
-        sig = outcome.signature or ""
-        if self.tried.get(sig, 0) >= self.args.shrink_candidates or self.stop.event.is_set():
-            return
-        self.tried[sig] = self.tried.get(sig, 0) + 1
-        try:
-            with known_stall(outcome.message):  # a seed that stalled: its candidates are stopped sooner
-                shrunk = minimize(self.scenarios[outcome.arm], outcome.seed, use_swarm=self.args.swarm,
-                                  stopped=self.stop.event.is_set)
-        except NotDeterministic as e:  # said, and the campaign goes on: a finding of it would not replay
-            error(f"{e.line()}; no finding written for seed {outcome.seed}")
-            return
-        if shrunk is None:
-            return
-        best = self.best.get(sig)
-        if best is None or shrunk.steps_after < best.steps_after:
-            self.best[sig], self.ran[sig] = shrunk, self.scenarios[outcome.arm]
-        if self.tried[sig] == self.args.shrink_candidates or self.args.stop_on_first:
-            self._write(sig)
-
-    def _write(self, sig: str) -> None:
-        from ..explore.record import campaign_origin, record
-
-        shrunk = self.best[sig]
-        origin = campaign_origin(self.ran[sig], shrunk.seed, self.args.swarm, sig)
-        self.written[sig] = record(shrunk, self.directory, origin)
-
-    def findings(self) -> list[report.FindingEntry]:
-        """The report's ``findings``: what was written, once the candidates still pending are."""
-        for sig in self.best:  # candidates still pending when the campaign ended
-            if sig not in self.written:
-                self._write(sig)
-        return [report.finding_entry(sig, recorded) for sig, recorded in self.written.items()]
 
 
 # --- dst merge ------------------------------------------------------------------------------------

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..explore.determinism import check_determinism
 from ..runner.reproduce import arguments as reproduce_arguments, command as reproduce_command
 from ..runner.swarm import swarm
 from ..findings import FindingError, ready
 from ..runner import RunResult, run
-from ..scenario import Scenario
-from ..sim.trace import Event, digest, first_difference, format_event
+from ..sim.trace import Event, format_event
 from ..present.terminal import lane_order
 from ..text import one_line
 from .command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, UsageError, exit_code, reproduce_flags, scenario_from
@@ -34,7 +31,7 @@ def dst_run(args: argparse.Namespace) -> int:
     result = run(scenario, args.seed)
     wall = time.perf_counter() - started
 
-    divergence = (_replay_here(scenario, args.seed, result) or _replay_elsewhere(args, result)
+    divergence = (check_determinism(scenario, args.seed, result, command=reproduce_arguments(*reproduce_flags(args)))
                   if args.check_determinism else None)
 
     if args.json:
@@ -42,7 +39,7 @@ def dst_run(args: argparse.Namespace) -> int:
         if args.trace:
             out["trace"] = [list(e) for e in result.trace]
         if args.check_determinism:
-            out["determinism"] = "identical" if divergence is None else divergence
+            out["determinism"] = "identical" if divergence is None else divergence.line()
         print(json.dumps(out, indent=2))
     else:
         from ..present.terminal import plain, render_events, render_run
@@ -63,47 +60,10 @@ def dst_run(args: argparse.Namespace) -> int:
                                     ": a second run in this process, and one in a fresh process with another "
                                     "PYTHONHASHSEED, gave the same trace"))
             else:
-                console.print(plain(("determinism", "bold red"), f": {divergence}"))
+                console.print(plain(("determinism", "bold red"), f": {divergence.line()}"))
     if divergence is not None:
         return EXIT_VIOLATION
     return exit_code(result)
-
-
-def _replay_here(scenario: Scenario, seed: int, result: RunResult) -> str | None:
-    """Run the same seed again in this process: what a run leaves behind (a module global, a singleton the
-    model's build or restart does not reset) shows as a divergence here."""
-    again = run(scenario, seed)
-    if digest(again.raw_trace) == digest(result.raw_trace):  # the whole trace: the consequences after the outcome too
-        return None
-    return _divergence("a second run in the same process", list(result.trace), list(again.trace),
-                       " (state kept between runs: a module global or singleton the model does not reset)")
-
-
-def _divergence(what: str, mine: list[Any], theirs: list[Any], why: str = "") -> str:
-    diff = first_difference(mine, theirs)
-    if diff is None:
-        return "the trace digests differ but the traces are equal"
-    index, a, b = diff
-
-    def show(e: Any) -> str:
-        return "(no event)" if e is None else format_event(e)
-
-    return f"{what} diverges at trace event {index}: first run {show(a)} | {what} {show(b)}{why}"
-
-
-def _replay_elsewhere(args: argparse.Namespace, result: RunResult) -> str | None:
-    """Run the same seed in a new interpreter with another hash seed; describe the first difference."""
-    command = reproduce_arguments(*reproduce_flags(args))[1:]
-    command = [sys.executable, "-m", "dst", *command, "--json", "--trace"]
-    env = dict(os.environ, PYTHONHASHSEED=str((args.seed * 7919 + 17) % 4294967295 or 1))
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode not in (EXIT_OK, EXIT_VIOLATION):
-        lines = done.stderr.strip().splitlines()
-        return f"the second run failed: {lines[-1] if lines else done.returncode}"
-    other = [tuple(e) for e in json.loads(done.stdout)["trace"]]
-    if other == list(result.trace):  # the whole trace: the consequences after the outcome too
-        return None
-    return _divergence("a fresh process", list(result.trace), other)
 
 
 # --- dst shrink -----------------------------------------------------------------------------------

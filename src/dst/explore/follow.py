@@ -18,7 +18,7 @@ from ..faults import fault_of, is_pinned
 from ..plan import is_client, sort_steps
 from ..runner import RunResult
 from ..scenario import Scenario
-from ..sim.trace import BACKGROUND, SENT, format_detail, key_name, parse_key
+from ..sim.trace import SENT, format_detail, is_background, key_name, parse_key, series
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -81,9 +81,9 @@ def reaimed(candidate: Scenario, result: RunResult, before: RunResult | None = N
         if not isinstance(message, str):
             continue
         key = parse_key(message)
-        if key & BACKGROUND or key >> 64:
+        if is_background(key):
             continue
-        same = sorted(k for k in sent if k & ~0xFFF == key & ~0xFFF)  # the same step, kind and direction
+        same = sorted(k for k in sent if series(k) == series(key))  # the same step, kind and direction
         what = was.get(key)
         if what is not None and sent.get(key) != what:
             best = max((_likeness(sent[k], what) for k in same), default=())

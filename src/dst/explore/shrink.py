@@ -47,7 +47,7 @@ from ..errors import MODEL_ERROR, UserError
 from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..invariants import shape
-from ..sim.trace import parse_key
+from ..sim.trace import parse_key, step_of
 from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
@@ -277,7 +277,7 @@ class Shrinker:
         """One fault for several, where the registry says one says it (a partition for the messages a client
         lost, one pause for its pauses), spanning them all."""
         plan = self.best.steps or ()
-        owner = {step.id: step.actor for step in plan}
+        owner: dict[int | None, str] = {step.id: step.actor for step in plan}  # None: no step sent it
         groups: dict[tuple[str, str], list[Step]] = {}
         for step in plan:
             kind = fault_of(step)
@@ -285,7 +285,7 @@ class Shrinker:
                 continue
             # Whose fault: the client it struck, or for a message the client of the step that sent it.
             client = step.actor if kind.target == "client" else \
-                owner.get(parse_key(cast(str, step.arg("message"))) >> 20 & ((1 << 42) - 1), "")
+                owner.get(step_of(parse_key(cast(str, step.arg("message")))), "")
             if is_client(client):
                 groups.setdefault((client, kind.name), []).append(step)
         for (client, name), group in sorted(groups.items()):

@@ -58,6 +58,7 @@ class NoForeignRelease(Invariant):
         self.checks += 1
         if lease is None:
             self.fail(f"a release naming no lease gave back {n} slot(s) of {limit!r}: they belonged to another holder")
+            return
         self.fail(f"a release naming L{lease} gave back {n} slot(s) of {limit!r}, but L{lease} owned {owned}: "
                   f"the slot belonged to another holder")
 

@@ -11,8 +11,8 @@ import attrs
 
 from ..faults import FAULTS, FaultKind, fault_of
 from ..plan import is_client
-from ..sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, RESPONSE, SENT, STORED, Event,
-                        detail_args)
+from ..sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, SENT, STORED, Event, detail_args,
+                        request_key, response_key)
 
 
 # --- reading the raw trace ------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def _server_replies(raw_trace: Sequence[Event]) -> Iterator[tuple[int, int, Any,
         reply = detail_args(event, SENT)
         if reply is not None:
             response, client, key = reply
-            yield i, event[0], requests.get(key & ~RESPONSE), response, client
+            yield i, event[0], requests.get(request_key(key)), response, client
 
 
 def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
@@ -340,7 +340,7 @@ def message_arrows(raw_trace: Sequence[Event]) -> list[Arrow]:
             j = next((j for j in reversed(to_resource.get(client, ())) if raw_trace[j][3][1] == request), None)
             if j is not None:
                 arrows.append(Arrow(j, i))
-                sent(i, key_of[j] | RESPONSE)  # its answer goes back under the request's key
+                sent(i, response_key(key_of[j]))  # its answer goes back under the request's key
         elif kind in LOST and (args := detail_args(event, NETWORK)) is not None:
             arrived(args[2], i, lost=True)
     return arrows

@@ -83,6 +83,35 @@ def message_key(step_id: int, kind: int, n: int) -> int:
     return (step_id << 20) | (kind << 12) | n
 
 
+def step_of(key: int) -> int | None:
+    """The id of the plan step whose job sent the message ``key`` names (a response's too); None for a background
+    handler's key: no step sent it."""
+    if is_background(key):
+        return None
+    return (key & ~RESPONSE) >> 20
+
+
+def series(key: int) -> int:
+    """What the keys of one step's messages of one kind, in one direction, share: ``key`` less its ``n``. Keys of
+    one series differ only in their ``n``, and compare as their ``n`` do."""
+    return key & ~0xFFF
+
+
+def request_key(key: int) -> int:
+    """The key of the request a response answers (a request's own key for a request)."""
+    return key & ~RESPONSE
+
+
+def response_key(key: int) -> int:
+    """The key a response to the request ``key`` goes back under."""
+    return key | RESPONSE
+
+
+def is_background(key: int) -> bool:
+    """Whether ``key`` is a background handler's (:func:`background_key`), not a plan step's message."""
+    return bool(key & BACKGROUND or key >> 64)
+
+
 def background_key(loop: str, tick: int, index: int) -> int:
     """The key of the ``index``-th handler that ``loop``'s ``tick``-th tick started (``loop`` :data:`BOOT`:
     the ``tick``-th boot's recovery handlers). The key carries its own name, ``reaper.4.0``, above bit 64,
