@@ -189,7 +189,7 @@ def test_a_list_of_like_items_is_one_shape_however_long_it_is():
 
 
 def test_a_campaign_says_in_one_line_that_it_wrote_no_finding_for_a_seed_that_ran_two_ways(tmp_path, monkeypatch):
-    from dst.explore import record
+    from dst.explore import recorder as record
     from dst.explore.fuzz import Outcome
     from dst.explore.shrink import NotDeterministic
     from dst.scenario import load_scenario

@@ -57,3 +57,20 @@ async def _app() -> dict[type, object]:
 async def _job(client: str, incarnation: int, order: object) -> str:
     return "done"
 
+
+
+def test_dst_run_builds_the_model_once(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # The run checks the scenario against the model's bounds as it assembles, so no build before it is needed.
+    import dst.runner.simulation as simulation
+    from dst.cli import main
+
+    builds = []
+    real = simulation.built
+
+    def counted(model, env):  # type: ignore[no-untyped-def]
+        builds.append(model)
+        return real(model, env)
+
+    monkeypatch.setattr(simulation, "built", counted)
+    assert main(["run", "--seed", "1", "--json"]) == 0
+    assert len(builds) == 1

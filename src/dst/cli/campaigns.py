@@ -12,7 +12,7 @@ from ..explore.cluster import ClusterError, ClusterExecutor
 from ..explore import report
 from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, seeds, tallied
 from ..explore.pool import StopRequest, Terminated
-from ..explore.record import Recorder
+from ..explore.recorder import Recorder
 from ..explore.steer import Roster, default_campaign
 from ..findings import ready
 from ..scenario import Scenario

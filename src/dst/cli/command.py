@@ -43,8 +43,10 @@ def check_slugs(slugs: list[str], impl: str) -> None:
             raise UsageError(f"dst: --bug: unknown bug slug {slug!r} of {impl}; known: {', '.join(known) or 'none'}")
 
 
-def scenario_from(args: argparse.Namespace) -> Scenario:
-    """The scenario of ``--scenario``, ``--model`` and ``--bug``, checked against the model before any run."""
+def scenario_from(args: argparse.Namespace, *, checked: bool = True) -> Scenario:
+    """The scenario of ``--scenario``, ``--model`` and ``--bug``, checked against the model before any run (builds
+    the system once; ``checked=False`` for a command whose first act is a run here, which checks it as it assembles:
+    the model is then built once, not twice)."""
     if args.model is not None:
         try:
             resolve(args.model)
@@ -60,7 +62,8 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
     scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(own + tuple(args.bug))))
     if args.aim:
         scenario = aimed(scenario)
-    check(scenario)  # keys that contradict the model's bounds are said now, before any run
+    if checked:
+        check(scenario)  # keys that contradict the model's bounds are said now, before any run
     return scenario
 
 

@@ -24,7 +24,7 @@ from .output import error, rich_console
 # --- dst run --------------------------------------------------------------------------------------
 
 def dst_run(args: argparse.Namespace) -> int:
-    scenario = scenario_from(args)
+    scenario = scenario_from(args, checked=False)  # the run checks it: one build
     if args.swarm:
         scenario = swarm(scenario, args.seed)
     started = time.perf_counter()

@@ -4,8 +4,8 @@ lease's token and target, and the writes its resource refuses."""
 
 from __future__ import annotations
 
-from typing import Any
 
+from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
 from .leases import LEASES
 
@@ -20,7 +20,7 @@ class UniqueTokens(Invariant):
     names = CAUSE
     because = "checked at the grant that hands a token out again"
 
-    def __init__(self, ghost: Any) -> None:
+    def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
         self.owner: dict[int, int] = {}  # token -> the lease it was handed to
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
 
 LEASES = frozenset({"leases"})
@@ -73,7 +74,7 @@ class FencedWrites(Invariant):
     names = CAUSE
     because = "checked as the resource accepts the write: taking a stale token is the fence's own slip"
 
-    def __init__(self, ghost: Any) -> None:
+    def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
         self.highest: dict[str, int] = {}  # write target -> highest token accepted
 

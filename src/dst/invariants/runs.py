@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
 
 RUNS = frozenset({"runs"})
@@ -72,7 +73,7 @@ class CancelledNeverStarts(Invariant):
     names = CAUSE
     because = "checked as the cancelled work starts: it was handed out though it was cancelled (a forgotten cancel)"
 
-    def __init__(self, ghost: Any) -> None:
+    def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
         self.never: set[int] = set()  # runs cancelled before they started
 
@@ -123,7 +124,7 @@ class ClaimTokenChanges(Invariant):
     names = CAUSE
     because = "checked at the hand-over that reused a token: the executions and late acks it allows come after"
 
-    def __init__(self, ghost: Any) -> None:
+    def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
         self.consumer: dict[int, str] = {}  # run -> the consumer its current claim was handed to, as the view said
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Iterable
 
 from ..sut import Situation as Declared
+from .books import Books
 from .base import Unit, register
 
 LEASES = frozenset({"leases"})
@@ -24,7 +25,7 @@ class Situation(Unit):
     tests: ClassVar[tuple[str, ...]]
     never: ClassVar[str]
 
-    def __init__(self, ghost: Any) -> None:
+    def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
         self.count = 0
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from types import FrameType
 from typing import Any, Callable
 
 from ..errors import ModelFault
