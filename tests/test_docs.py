@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
 
+import attrs
 import pytest
 
-from dst.cli import main
+from dst.cli import build_parser, main, reference
 from dst.runner import run
 from dst.scenario import ScenarioError, load_scenario, parse_scenario
 
@@ -19,20 +21,67 @@ def _blocks(path: Path, lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", path.read_text(), re.S)
 
 
-def test_the_readme_script_example_loads_and_runs_exactly_its_steps():
-    (block,) = [b for b in _blocks(ROOT / "README.md", "toml") if "steps" in b]
-    scenario = parse_scenario(tomllib.loads(block), "README.md")
+def test_the_script_example_of_the_scenario_docs_loads_and_runs_exactly_its_steps():
+    (block,) = [b for b in _blocks(ROOT / "docs" / "scenarios.md", "toml") if "steps" in b and "[model]" in b]
+    scenario = parse_scenario(tomllib.loads(block), "script.toml")
     assert scenario.steps is not None and len(scenario.steps) == 4
     result = run(scenario, 1)
     assert result.plan == scenario.steps and result.ok
+    assert "jobs ended    done 1, renewal failed 1" in (ROOT / "docs" / "scenarios.md").read_text()
+    assert sorted(result.jobs.items()) == [("done", 1), ("renewal failed", 1)]  # what the page says it printed
+    wrong = run(attrs.evolve(scenario, bugs=("continue-after-lost-renewal",)), 1)
+    assert wrong.violation is not None and (wrong.violation.invariant, wrong.violation.time) == ("single-executor", 99_069)
 
 
-def test_every_flag_in_the_readme_exists():
-    lines = [line for block in _blocks(ROOT / "README.md", "sh") for line in block.splitlines() if line.startswith("dst ")]
+@pytest.mark.parametrize("doc", ["README.md", "docs/cli.md"])
+def test_every_flag_a_command_line_of_the_readme_or_the_cli_page_shows_exists(doc):
+    lines = [line for block in _blocks(ROOT / doc, "sh") for line in block.splitlines() if line.startswith("dst ")]
     assert lines
     for line in lines:
-        argv = line.split("#")[0].split()[1:]
-        assert main(argv + ["--help"]) == 0  # --help proves the parser knows every flag on the line
+        for part in line.split("#")[0].split("&&"):  # dst fuzz ... > report.json && dst show report.json
+            argv = part.split(">")[0].split()[1:]
+            assert main(argv + ["--help"]) == 0, line  # --help proves the parser knows every flag on the line
+
+
+def test_the_cli_page_is_what_the_parser_says():
+    written, generated = (ROOT / "docs" / "cli.md").read_text(), reference.render()
+    if written != generated:
+        diff = "".join(list(difflib.unified_diff(written.splitlines(True), generated.splitlines(True),
+                                                 "docs/cli.md", "the parser"))[:40])
+        pytest.fail(f"docs/cli.md differs from the parser: run {reference.COMMAND}\n{diff}")
+
+
+def test_the_cli_page_has_a_row_for_every_flag_of_every_command():
+    page = (ROOT / "docs" / "cli.md").read_text()
+    for name, _, parser in reference.subcommands(build_parser()):
+        section = page.split(f"\n## `dst {name}`\n")[1].split("\n## ")[0]
+        for action in parser._actions:
+            if action.option_strings == ["-h", "--help"]:
+                continue
+            assert f"| `{reference.spelling(action)}` |" in section, (name, action.dest)
+            for flag in action.option_strings:  # as --help spells it
+                assert flag in section, (name, flag)
+
+
+def test_every_exit_code_is_on_the_cli_page_with_its_meaning():
+    from dst.cli import command
+
+    page = (ROOT / "docs" / "cli.md").read_text()
+    codes = [value for key, value in vars(command).items() if key.startswith("EXIT_") and isinstance(value, int)]
+    assert sorted(codes) == sorted(command.EXIT_MEANINGS) and len(codes) == 7
+    for code in codes:
+        assert f"| `{code}` | {reference.cell(command.EXIT_MEANINGS[code])} |" in page, code
+
+
+def test_a_flag_without_help_or_a_command_without_words_stops_the_cli_generator(monkeypatch):
+    parser = build_parser()
+    (_, _, run_parser), *_ = reference.subcommands(parser)
+    run_parser.add_argument("--sooner", action="store_true")
+    with pytest.raises(reference.Undocumented, match=r"dst run --sooner: a flag without help"):
+        reference.flag_table("run", run_parser)
+    monkeypatch.delitem(reference.COMMANDS, "merge")
+    with pytest.raises(reference.Undocumented, match=r"dst merge: a command without its words"):
+        reference.render()
 
 
 @pytest.mark.parametrize("line, toml", [
@@ -60,11 +109,11 @@ def test_the_default_scenario_documents_every_key_it_sets():
     load_scenario(ROOT / "scenarios" / "default.toml")
 
 
-def test_the_readme_lists_every_bug_slug():
+def test_the_cli_page_lists_every_bug_slug():
     from dst.reference.bugs import KNOWN_BUGS
 
-    readme = (ROOT / "README.md").read_text()
-    assert [slug for slug in KNOWN_BUGS if f"`{slug}`" not in readme] == []
+    page = (ROOT / "docs" / "cli.md").read_text()
+    assert [slug for slug in KNOWN_BUGS if f"| [`{slug}`](catalogue.md#{slug}) |" not in page] == []
 
 
 def test_every_fault_kind_invariant_and_bug_is_documented():
@@ -74,8 +123,8 @@ def test_every_fault_kind_invariant_and_bug_is_documented():
 
     scenarios = (ROOT / "docs" / "scenarios.md").read_text()
     assert [k.name for k in FAULTS if f"| `{k.name}` |" not in scenarios] == []
-    readme, catalogue = (ROOT / "README.md").read_text(), (ROOT / "docs" / "catalogue.md").read_text()
-    assert [i for i in INVARIANT_IDS if f"`{i}`" not in readme or f"`{i}`" not in catalogue] == []
+    catalogue = (ROOT / "docs" / "catalogue.md").read_text()
+    assert [i for i in INVARIANT_IDS if f"\n| `{i}` |" not in catalogue] == []  # a row in its invariant table
     assert [slug for slug in KNOWN_BUGS if slug not in catalogue] == []
 
 

@@ -1,6 +1,6 @@
 """Scenario files: loading, defaults, overrides, and one clear line for every user error.
 
-The contract under test (README.md, "Exit codes"): a bad scenario file gives ONE line that
+The contract under test (docs/cli.md, "Exit codes"): a bad scenario file gives ONE line that
 starts with the file, names the key path and says what was expected; the CLI prints that line and
 exits 2, never a traceback.
 """

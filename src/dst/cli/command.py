@@ -18,6 +18,27 @@ EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2
 EXIT_MODEL_ERROR = 3  # the model's own code ended a run (it raised, or did what a simulated run refuses)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool that a closed pipe ended
 
+# What each code means, whichever command exits with it: docs/cli.md's table of exit codes is written from these
+# (python -m dst.cli.reference), and a code without its words here stops that generator.
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_OK: "no violation (a run left unjudged included); replay: every finding reproduces exactly; shrink: the "
+             "seed violates nothing; show: the page is written",
+    EXIT_VIOLATION: "a violation; run --check-determinism: a run that did not replay identically; replay: a finding "
+                    "that no longer reproduces or diverged; shrink: a finding written (or already known); selftest: "
+                    "a bug missed or hit through an invariant the catalogue does not list for it, or the correct "
+                    "model accused",
+    EXIT_USAGE: "a usage or input error: a bad flag, scenario, finding or report file, said in one line naming the "
+                "file, the key and what was expected, never a traceback; or output that cannot be written (a full "
+                "disk, standard output closed)",
+    EXIT_MODEL_ERROR: "a model error: the model's own code raised, did what a simulated run refuses (starting a "
+                      "thread, say), or broke the seam's contract; a campaign exits with it whatever else it found",
+    EXIT_INTERRUPTED: "stopped by Ctrl-C; a campaign prints its summary so far, and exits with 130 only if it had "
+                      "found nothing (else 1 or 3)",
+    EXIT_BROKEN_PIPE: "the reader went away ('dst run --trace | head'): the output stops quietly, as for a tool that "
+                      "SIGPIPE ends, whatever the verdict would have been",
+    EXIT_TERMINATED: "the same as 130, for SIGTERM (a CI job's timeout)",
+}
+
 
 def exit_code(result: RunResult) -> int:
     """A run's exit code: 0 no violation, 1 a violation, 3 the model's own error."""

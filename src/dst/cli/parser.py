@@ -97,10 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
                             f"'package.module:model' (importing it runs its code)")
 
     def scenario_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--scenario", metavar="FILE", help="a scenario TOML file (default: the embedded default)")
+        p.add_argument("--scenario", metavar="FILE",
+                       help="a scenario TOML file, or the name of a scenario shipped with dst: 'default', 'runs' or a "
+                            "bug's slug (default: the embedded default, scenarios/default.toml)")
         model_option(p, "the scenario")
         p.add_argument("--bug", action="append", default=[], metavar="SLUG",
-                       help="switch on one of the model's bugs (repeatable); adds to the scenario's bugs")
+                       help="switch on one of the model's bugs (repeatable); adds to the scenario's bugs ('dst bugs' "
+                            "lists them)")
         p.add_argument("--no-bugs", action="store_true",
                        help="switch off the bugs the scenario names (--bug still switches its own on): a shipped "
                             "bug's scenario run on the correct model, as the default campaign runs it")
@@ -113,20 +116,30 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write the report as JUnit XML to FILE (a failing test case per signature)")
 
     p = sub.add_parser("run", help="run one seeded simulation of a scenario")
-    p.add_argument("--seed", type=_seed, default=1, help="the seed (default 1)")
+    p.add_argument("--seed", type=_seed, default=1, help="the seed: a non-negative integer (default 1)")
     scenario_options(p)
-    p.add_argument("--swarm", action="store_true", help="let the seed pick which faults are on, as dst fuzz does")
-    p.add_argument("--json", action="store_true", help="print one JSON object (identical bytes for identical runs)")
-    p.add_argument("--trace", action="store_true", help="also print the whole trace (in --json: a 'trace' array)")
+    p.add_argument("--swarm", action="store_true",
+                   help="let the seed pick which of the scenario's faults are on, how often, and the server's "
+                        "scheduler, as dst fuzz does (the commands a campaign prints to reproduce a seed carry it)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object instead: no wall-clock figures in it, so two runs of a seed print "
+                        "identical bytes")
+    p.add_argument("--trace", action="store_true",
+                   help="also print every event of the run, not only those that led to a violation (in --json: a "
+                        "'trace' array)")
     p.add_argument("--check-determinism", action="store_true",
-                   help="run again in a fresh process with another PYTHONHASHSEED and compare the traces")
+                   help="run the seed again in this process (state a model keeps between runs shows here), then in "
+                        "a fresh interpreter with another PYTHONHASHSEED, and compare the traces; on a divergence, "
+                        "name the first differing event and exit 1")
 
     p = sub.add_parser("fuzz", help="run many seeds and group the violations found")
     scenario_options(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--seeds", type=_seed_range, metavar="A:B", help="seeds A to B-1")
     which.add_argument("--count", type=_positive, metavar="N", help="seeds 1 to N")
-    p.add_argument("--time-budget", type=_seconds, metavar="DURATION", help="stop starting seeds after this, e.g. 90s")
+    p.add_argument("--time-budget", type=_seconds, metavar="DURATION",
+                   help="stop starting seeds after this, e.g. 90s (those running finish); alone, seeds from 1 "
+                        "until it passes")
     p.add_argument("--shard", type=_shard, metavar="K/N", help="only the seeds s with s %% N == K-1 (CI job K of N)")
     p.add_argument("--workers", type=_workers, metavar="N",
                    help="parallel processes (default: the number of cores); results do not depend on it")
@@ -134,19 +147,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the seeds on the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786) instead "
                         "of local processes; same results (needs the cluster extra; see docs/cluster.md)")
     p.add_argument("--no-swarm", dest="swarm", action="store_false",
-                   help="run every seed with the scenario's faults as written (default: each seed picks them)")
+                   help="run every seed with the scenario's faults as written (default: each seed picks which are "
+                        "on, how often, and the server's scheduler: swarm testing)")
     p.add_argument("--stop-on-first", action="store_true", help="stop at the first violation")
     p.add_argument("--findings", metavar="DIR", default="findings",
                    help="where to write a minimized finding per new signature (default: findings)")
     p.add_argument("--no-findings", action="store_true", help="do not minimize or write findings")
     p.add_argument("--shrink-candidates", type=_positive, default=1, metavar="K",
                    help="minimize the first K seeds of each signature and keep the smallest (default 1)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON: the schema dst merge reads and dst show draws")
     junit_option(p)
 
     p = sub.add_parser("merge", help="combine the --json reports of a campaign's shards into one report")
     p.add_argument("files", nargs="+", metavar="FILE", help="what 'dst fuzz --shard K/N --json' printed, one per shard")
-    p.add_argument("--json", action="store_true", help="print the merged report as JSON (dst fuzz --json's schema)")
+    p.add_argument("--json", action="store_true", help="print the merged report as JSON, in the schema of 'dst fuzz --json'")
     junit_option(p)
 
     p = sub.add_parser("shrink", help="minimize one violating seed and write it as a finding")
@@ -154,9 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     scenario_options(p)
     p.add_argument("--swarm", action="store_true", help="the seed's swarm choices, as dst fuzz ran it")
     p.add_argument("--findings", metavar="DIR", default="findings", help="where to write it (default: findings)")
-    p.add_argument("--max-runs", type=_positive, default=3000, metavar="N", help="minimizer run budget (default 3000)")
+    p.add_argument("--max-runs", type=_positive, default=3000, metavar="N",
+                   help="the minimizer's budget of runs (default 3000)")
     p.add_argument("--time-budget", type=_seconds, default=120.0, metavar="DURATION",
-                   help="minimizer time budget (default 120s)")
+                   help="the minimizer's time budget (default 120s)")
     p.add_argument("--verbose", action="store_true",
                    help="also what each pass of the minimizer did: candidates tried, kept, and their time")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -175,13 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="draw a finding's replay, one seed's run, or a campaign's report as one "
                                     "self-contained HTML page")
     p.add_argument("file", nargs="?", metavar="FILE",
-                   help="a finding file to replay and draw, or a campaign's report (what dst fuzz --json or "
-                        "dst merge --json printed, a .json file) to draw its coverage; or give --seed")
+                   help="a finding file to replay and draw, or a campaign's report (what 'dst fuzz --json' or "
+                        "'dst merge --json' printed, a .json file) to draw its coverage; or give --seed")
     p.add_argument("--seed", type=_seed, help="run this seed and draw it, instead of a finding")
     scenario_options(p)
     p.add_argument("--swarm", action="store_true", help="the seed's swarm choices, as dst fuzz ran it")
     p.add_argument("-o", "--output", metavar="FILE", type=Path,
-                   help="where to write the page; - for standard output (default: dst-show-<finding or run>.html in this folder)")
+                   help="where to write the page; '-' for standard output (default: "
+                        "'dst-show-<finding or run>.html' in this folder)")
     p.add_argument("--force", action="store_true",
                    help="replace FILE even if it is not a page dst show wrote (one it wrote is always replaced)")
 
