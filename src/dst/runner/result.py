@@ -14,6 +14,7 @@ from ..faults import BY_NAME, befell
 from ..invariants import cause_of
 from ..plan import Step, make_step
 from ..scenario import Scenario
+from ..sut import SERVER
 from ..sim.trace import Event, digest, format_event, format_time, formatted
 from .reproduce import reproduce as _command
 
@@ -42,6 +43,13 @@ def outcome(found: list[ViolationReport], errors: list[ViolationReport]) -> tupl
         consequences = []
     consequences.sort(key=lambda v: v.time)
     return violation, consequences
+
+
+def build_failed(scenario: Scenario, seed: int, plan: tuple[Step, ...], error: str, plan_given: bool) -> RunResult:
+    """The result of a run whose model's build raised ``error``: a model error at t=0, and nothing else ran."""
+    return RunResult(ran=scenario, seed=seed, plan=plan, virtual_time=0, events=0, raw_trace=((0, SERVER, "error", error),),
+                     faults={}, invariants=tuple(scenario.invariants), checks=0, jobs={},
+                     violation=ViolationReport(MODEL_ERROR, 0, 1, f"{SERVER}: {error}"), plan_given=plan_given)
 
 
 @attrs.frozen

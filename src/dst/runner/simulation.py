@@ -38,7 +38,7 @@ from .generate import Order, generate_plan
 from .hold import SignalsHeld
 from .modes import Mode, mode_for
 from .phases import Phases
-from .result import RunResult, Unjudged, ViolationReport, outcome
+from .result import RunResult, Unjudged, ViolationReport, build_failed, outcome
 from .watchdog import watching
 from .world import World
 
@@ -167,7 +167,7 @@ class Simulation:
         # event (refcounting frees it all), and with hundreds of clients the collector's repeated scans of
         # the live state cost as much as the events themselves. It is back on when the run returns.
         if self.build_error is not None:
-            return self._build_failed(self.build_error)
+            return build_failed(self.scenario, self.seed, self.plan, self.build_error, self.plan_given)
         collecting = gc.isenabled()
         gc.disable()
         mode = self.mode
@@ -271,14 +271,6 @@ class Simulation:
                                          None if during is None else key_name(during))
         self._noted()
         return self._result(None if self.found else unjudged)
-
-    def _build_failed(self, error: str) -> RunResult:
-        """The result of a run whose model's build raised: a model error at t=0, and nothing else ran."""
-        event = (0, SERVER, "error", error)
-        return RunResult(ran=self.scenario, seed=self.seed, plan=self.plan, virtual_time=0, events=0,
-                         raw_trace=(event,), faults={}, invariants=tuple(self.scenario.invariants), checks=0, jobs={},
-                         violation=ViolationReport(MODEL_ERROR, 0, 1, f"{SERVER}: {error}"),
-                         plan_given=self.plan_given)
 
     def _result(self, unjudged: Unjudged | None) -> RunResult:
         kernel, scenario, world = self.kernel, self.scenario, self.world
