@@ -15,6 +15,7 @@ option added since): the same workload, as that revision can run it.
     python bench/versus.py HEAD~3 --rounds 10 --seeds 20 --scenario bench/small.toml
     python bench/versus.py 9d4c6d6 --scenario bench/small.toml --rev-scenario /tmp/small-as-polled.toml
     python bench/versus.py 89ee10f --callgrind          # instructions instead of time (needs valgrind)
+    python bench/versus.py cd35eb3 --scenario examples/aio_leases/scenarios/default.toml --rounds 5 --seeds 3
 
 With ``--callgrind`` each side runs once under valgrind's callgrind, which counts instructions,
 not seconds: the same figure on a busy machine as on an idle one. The count of a run that stops
@@ -42,9 +43,9 @@ scenario = load_scenario(sys.argv[3] or None)
 run(scenario, 0)  # warm-up
 a, b = int(sys.argv[1]), int(sys.argv[2])
 gc.collect()
-began = time.process_time()
+began, wall = time.process_time(), time.perf_counter()
 events = sum(run(scenario, seed).events for seed in range(a, b))
-print(json.dumps({"events": events, "cpu": time.process_time() - began}))
+print(json.dumps({"events": events, "cpu": time.process_time() - began, "wall": time.perf_counter() - wall}))
 """
 
 
@@ -92,6 +93,7 @@ def main() -> int:
                 print(f"working tree / {args.rev}: {counts['working tree'] / counts[args.rev]:.3f} (instructions)")
                 return 0
             seeds_per_s: dict[str, list[float]] = {name: [] for name in sides}
+            seeds_per_wall_s: dict[str, list[float]] = {name: [] for name in sides}
             events_per_s: dict[str, list[float]] = {name: [] for name in sides}
             events: dict[str, int] = {name: 0 for name in sides}
             same_events = True
@@ -101,6 +103,7 @@ def main() -> int:
                 same_events &= len({g["events"] for g in got.values()}) == 1
                 for name, g in got.items():
                     seeds_per_s[name].append(args.seeds / g["cpu"])
+                    seeds_per_wall_s[name].append(args.seeds / g["wall"])
                     events_per_s[name].append(g["events"] / g["cpu"])
                     events[name] += int(g["events"])
         finally:
@@ -108,9 +111,11 @@ def main() -> int:
     seeds = args.rounds * args.seeds
     print(f"{args.scenario or 'the embedded default scenario'}: {args.rounds} rounds of {args.seeds} seeds per side")
     for name in sides:
-        print(f"{name:>14}: {median(seeds_per_s[name]):,.1f} seeds and {median(events_per_s[name]):,.0f} events "
-              f"per CPU second (medians), {events[name] / seeds:,.0f} events per seed")
+        print(f"{name:>14}: {median(seeds_per_s[name]):,.2f} seeds and {median(events_per_s[name]):,.0f} events "
+              f"per CPU second, {median(seeds_per_wall_s[name]):,.2f} seeds per wall second (medians), "
+              f"{events[name] / seeds:,.0f} events per seed")
     report("seeds per CPU second", seeds_per_s, args.rev)
+    report("seeds per wall second", seeds_per_wall_s, args.rev, "(a store that waits for its disk shows here)")
     if same_events:
         report("events per CPU second", events_per_s, args.rev, "(the same events every round)")
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import concurrent.futures
 import datetime as dt
+import importlib.util
 import io
 import os
 import pathlib
@@ -13,6 +14,7 @@ import secrets
 import signal
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
@@ -377,3 +379,57 @@ def test_a_files_name_in_a_message_does_not_depend_on_where_packages_are_install
         monkeypatch.setattr("sys.path", [str(project), str(project / "tests"), str(packages)])
         assert short(str(packages / "sqlalchemy" / "engine" / "base.py")) == os.path.join("sqlalchemy", "engine", "base.py")
         assert short(str(project / "tests" / "models.py")) == os.path.join("tests", "models.py")  # the outermost entry
+
+
+# --- what a simulated run does without ---------------------------------------------------------------------------
+
+def test_a_run_flushes_nothing_to_disk_and_its_sqlite_commits_do_not_wait_for_one(tmp_path):
+    path = tmp_path / "store.db"
+    with box(folder=str(tmp_path)):
+        assert os.fsync(10**6) is None and os.fdatasync(10**6) is None  # not even looked at: no flush in a run
+        inside = sqlite3.connect(path)
+        assert inside.execute("PRAGMA synchronous").fetchone() == (0,)  # OFF
+        inside.execute("CREATE TABLE t (x)")
+        inside.execute("INSERT INTO t VALUES (1)")
+        inside.commit()
+        inside.close()
+    with pytest.raises(OSError):
+        os.fsync(10**6)  # no such file descriptor
+    outside = sqlite3.connect(path)
+    assert outside.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL, SQLite's own default
+    assert outside.execute("SELECT x FROM t").fetchall() == [(1,)]  # what committed is there for the next process
+    outside.close()
+
+
+def test_a_tls_context_loads_no_certificates_in_a_run(tmp_path):
+    missing = str(tmp_path / "no-such-bundle.pem")
+    with box():
+        context = ssl.create_default_context(cafile=missing)  # no handshake can read them: sockets are refused
+        context.load_verify_locations(cafile=missing)
+    with pytest.raises(FileNotFoundError):
+        ssl.create_default_context(cafile=missing)
+
+
+def test_an_import_that_failed_fails_again_without_a_search_and_the_path_finder_is_put_back(monkeypatch):
+    from importlib.machinery import PathFinder
+
+    searched: list[str] = []
+    real_find = PathFinder.find_spec
+
+    def counting(name, path=None, target=None):  # type: ignore[no-untyped-def]
+        searched.append(name)
+        return real_find(name, path, target)
+
+    monkeypatch.setattr(PathFinder, "find_spec", counting)
+    before = list(sys.meta_path)
+    with box():
+        for _ in range(3):
+            with pytest.raises(ModuleNotFoundError, match="No module named 'dst_no_such_module'"):
+                import dst_no_such_module  # noqa: F401
+        assert importlib.util.find_spec("dst_no_such_module") is None  # a probe still says None
+        assert searched.count("dst_no_such_module") == 1
+        monkeypatch.syspath_prepend("/nonexistent-dst-path")  # another path: asked afresh
+        assert importlib.util.find_spec("dst_no_such_module") is None
+        assert searched.count("dst_no_such_module") == 2
+        import json.decoder  # noqa: F401  (what exists is found as ever)
+    assert sys.meta_path == before

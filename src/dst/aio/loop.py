@@ -341,7 +341,9 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
     def close(self, collect: bool = False) -> None:
         """The run is over: every task still pending is dropped, its coroutine closed without a word (a dead
         process's ``finally`` runs now, if at all: after the run, where it can change nothing of it). With
-        ``collect``, what the dropped tasks held is collected now too, quietly: left to the cycle collector, a
+        ``collect``, what the dropped tasks held is collected now too, quietly (the youngest generation only: the
+        run holds the cycle collector off, so everything the run made is still young, and the long-lived heap of
+        the service's libraries is not scanned again at every run): left to the cycle collector, a
         library's coroutine that was never awaited would warn later, in the middle of whatever comes next."""
         if self._closed:
             return
@@ -361,7 +363,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
                     except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
                         pass
                 if collect:
-                    gc.collect()
+                    gc.collect(0)
         finally:
             sys.unraisablehook = unraisable
             logging.disable(silenced)

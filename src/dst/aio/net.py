@@ -1,25 +1,30 @@
-"""HTTP between processes over dst's network, with httpx on both ends.
+"""HTTP between processes over dst's network: httpx on the client, an ASGI server on the server.
 
 A client's ``httpx.AsyncClient`` gets a transport (:class:`Transport`) that turns each request into one
 message on dst's network (so a request can be lost, duplicated, delayed or cut off, and a finding can pin
 that), and waits for the response up to the request's read timeout: ``httpx.ReadTimeout`` when none came.
-On the server the request runs the service's ASGI app (FastAPI, Starlette) through httpx's own ASGI
-support, in a task of the server process; an exception the app lets out is logged in the trace and
-answered with a 500, as a real server would.
+On the server the request runs the service's ASGI app (FastAPI, Starlette) as an HTTP/1.1 server such as
+uvicorn calls it (:func:`serve_http`: the request's body in one ``http.request`` message, then
+``http.disconnect`` once the response is complete), in a task of the server process; an exception the app
+lets out is logged in the trace and answered with a 500, as a real server would.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 
 from ..sut import SERVER
 from .wire import HttpRequest, HttpResponse
 
-# Not carried on the wire: the hop-by-hop headers, and the content encoding, since the body is read decoded (a
-# gzipped response, as Prefect's GZipMiddleware sends past 1000 bytes, would otherwise be decoded twice).
-_HOP_BY_HOP = {"content-length", "transfer-encoding", "connection", "content-encoding"}
+# Not carried on the wire: the hop-by-hop headers. A response also loses its length and content encoding: the
+# client reads its body decoded (a gzipped response, as Prefect's GZipMiddleware sends past 1000 bytes, would
+# otherwise be decoded twice), and httpx sets the length of what it is handed.
+_HOP_BY_HOP = {"transfer-encoding", "connection"}
+_NOT_ANSWERED = _HOP_BY_HOP | {"content-length", "content-encoding"}
 
 
 class Transport(httpx.AsyncBaseTransport):
@@ -47,11 +52,42 @@ class Transport(httpx.AsyncBaseTransport):
 
 
 async def serve_http(app: Any, wire: HttpRequest, client: str) -> HttpResponse:
-    """Run one request through the ASGI ``app`` (in the calling task) and return its response for the wire."""
-    transport = httpx.ASGITransport(app=app, client=(client, 0))
-    request = httpx.Request(wire.method, f"http://{SERVER}{wire.path}", headers=list(wire.headers), content=wire.body)
-    response = await transport.handle_async_request(request)
-    body = await response.aread()
-    headers = tuple((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in response.headers.raw
-                    if k.decode("latin-1").lower() not in _HOP_BY_HOP)
-    return HttpResponse(response.status_code, headers, body)
+    """Run one request through the ASGI ``app`` (in the calling task) and return its response for the wire; an
+    exception the app lets out before its response is complete is raised here."""
+    raw_path, _, query = wire.path.partition("?")
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": wire.method, "scheme": "http", "path": unquote(raw_path), "raw_path": raw_path.encode("ascii"),
+             "query_string": query.encode("ascii"), "root_path": "", "server": (SERVER, 80), "client": (client, 0),
+             "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in wire.headers]}
+    done = asyncio.get_running_loop().create_future()  # the response is complete: the connection may close
+    received = False
+    status: int | None = None
+    headers: list[tuple[bytes, bytes]] = []
+    body: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": wire.body, "more_body": False}
+        await done
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status, headers = message["status"], list(message.get("headers", ()))
+        elif message["type"] == "http.response.body":
+            if wire.method != "HEAD":
+                body.append(message.get("body", b""))
+            if not message.get("more_body", False) and not done.done():
+                done.set_result(None)
+
+    await app(scope, receive, send)
+    if status is None or not done.done():
+        raise RuntimeError(f"the ASGI app returned without completing its response to {wire.method} {raw_path}")
+    answered = tuple((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in headers)
+    content = b"".join(body)
+    if any(k == "content-encoding" for k, _ in answered):  # decoded once, here, as the client would read it
+        content = httpx.Response(status, headers=list(answered), content=content).read()
+    return HttpResponse(status, tuple((k, v) for k, v in answered if k not in _NOT_ANSWERED), content)

@@ -18,11 +18,17 @@ What changes inside the ``with``, for the thread that entered it (other threads 
   Reading files is allowed. A call is refused when the user's code (or a dependency of theirs) is on the stack
   between it and the ``with`` that entered the sandbox; it is named as the innermost such frame. dst's own
   calls, and the import machinery writing bytecode caches, go through.
+* **What a run does without.** ``os.fsync`` and ``os.fdatasync`` do nothing, and a ``sqlite3`` connection is
+  opened with ``PRAGMA synchronous=OFF``: dst crashes processes, never the operating system, and after a process
+  crash what it wrote is in the page cache for the next one, so a flush changes no outcome, only wall time. An
+  ``ssl.SSLContext`` loads no certificates (sockets are refused: no handshake reads them). An import that failed
+  fails again at once, without searching the path (a library that tries an optional import on every call).
 
 Needs CPython 3.11 or later with the GIL; entering checks the struct layout and refuses otherwise.
 
 The parts: :mod:`.cfunctions` (how a builtin is redirected in place, and why so), :mod:`.patches` (what is
-patched: the clocks, randomness, what is refused), :mod:`.refusals` (:class:`Refusal`, where a call came from,
+patched: the clocks, randomness, what is refused, what a run does without), :mod:`.imports` (failed imports
+remembered), :mod:`.refusals` (:class:`Refusal`, where a call came from,
 the checks of written paths), :mod:`.active` (the sandbox that is up, as the patches read it); :class:`Sandbox`
 here.
 """
@@ -37,7 +43,7 @@ import uuid
 from types import FrameType, TracebackType
 from typing import Any, Callable
 
-from . import active
+from . import active, imports
 from .patches import _patches, real
 from ..frames import IMPORTS, USER, short, whose
 from .refusals import Refusal
@@ -102,6 +108,8 @@ class Sandbox:
             uuid.__dict__.update({name: None for name in saved_uuid})
             uuid._node = active._entropy.getrandbits(48) | (1 << 40)  # type: ignore[attr-defined]
             self._set_tz(undo)
+            finder = imports.remembering()
+            undo.append(lambda: imports.forgetting(finder))
             for patch in patches:
                 self._installed += 1  # counted first: remove() puts back a patch that was cut short too
                 patch.install()

@@ -13,6 +13,7 @@ import operator
 import os
 import random
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -211,7 +212,24 @@ def _build() -> list[_Patch]:
         redirect(getattr(os, name), _checking_paths(f"os.{name}", 2, ("src", "dst"), ("src_dir_fd", "dst_dir_fd")))
     if sqlite is not None:
         redirect(sqlite.connect, _sqlite_connect)
+    # What a simulated run does without: a disk's flush (dst crashes processes, never the OS, and after a process
+    # crash what was written is in the page cache: fsync changes no outcome, only the wall time), and a TLS
+    # context's certificates (sockets are refused: no handshake ever reads them).
+    for name in ("fsync", "fdatasync"):
+        if hasattr(os, name):
+            redirect(getattr(os, name), _skipped)
+    for name in ("load_verify_locations", "load_default_certs", "set_default_verify_paths"):
+        patches.append(_Attribute(ssl.SSLContext, name, _skipped))
     return patches
+
+
+def _skipped(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``make`` for a call a simulated run does without: it does nothing there, and runs as ever elsewhere."""
+    def skipped(*args: Any, **kwargs: Any) -> Any:
+        if _acting():
+            return None
+        return original(*args, **kwargs)
+    return skipped
 
 
 def _patches() -> list[_Patch]:
