@@ -34,6 +34,7 @@ import logging
 import sys
 import warnings
 from asyncio import events
+from heapq import heappush
 from typing import Any, Callable, Coroutine, TypeVar
 
 from ..errors import ModelFault, Stalled
@@ -73,20 +74,6 @@ class Process:
         await asyncio.sleep(0)
 
 
-def _fill(handle: Any, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
-          context: contextvars.Context | None, process: Process) -> None:
-    # asyncio's Handle.__init__, less its debug lookup (this runs for every callback), plus the owner.
-    handle._context = context if context is not None else contextvars.copy_context()
-    handle._loop = loop
-    handle._callback = callback
-    handle._args = args
-    handle._cancelled = False
-    handle._repr = None
-    handle._source_traceback = None
-    handle._process = process
-    handle._epoch = process.epoch
-
-
 class _Handle(asyncio.Handle):
     __slots__ = ("_process", "_epoch")
     _process: Process
@@ -94,7 +81,16 @@ class _Handle(asyncio.Handle):
 
     def __init__(self, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
                  context: contextvars.Context | None, process: Process) -> None:
-        _fill(self, callback, args, loop, context, process)
+        # asyncio's Handle.__init__, less its debug lookup (this runs for every callback), plus the owner.
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._process = process
+        self._epoch = process.epoch
 
 
 class _Timer(asyncio.TimerHandle):
@@ -108,7 +104,7 @@ class _Timer(asyncio.TimerHandle):
         self._when = when
         self._scheduled = False
         self._seq = -1
-        _fill(self, callback, args, loop, context, process)
+        _Handle.__init__(self, callback, args, loop, context, process)  # type: ignore[arg-type]  # same fields
 
 
 # Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.
@@ -141,7 +137,10 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         self.inline: Any = None  # thread-pool work run inline (InlineThreads), when the system asks for it
         self._run_handle = self._run  # bound once: the hot path passes it to the kernel
         self._numbers = itertools.count(1)  # the hashes of the run's tasks and futures
-        self._soon = kernel.soon
+        # Kernel.soon, inlined in call_soon (a frame less for every ready callback): the kernel's ready heap and
+        # its counter, ranked as soon() ranks.
+        self._ready, self._counter = kernel._ready, kernel._counter
+        self._queue = kernel._queue  # and its main queue, in call_at
 
     # --- time --------------------------------------------------------------------------------------
 
@@ -157,7 +156,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
     def call_soon(self, callback: Callable[..., object], *args: Any,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
         handle = _Handle(callback, args, self, context, self.process)
-        self._soon(self._ready_rank(REQUEST.get()), self._run_handle, handle)
+        heappush(self._ready, ((self._ready_rank(REQUEST.get()) << 40) | next(self._counter), self._run_handle, handle))
         return handle
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any,
@@ -177,7 +176,8 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
             # (anyio's cancel scopes) would otherwise re-arm at this same instant forever.
             ms = kernel.now if when <= kernel.now / 1000 else kernel.now + 1
         timer = _Timer(ms / 1000, callback, args, self, context, self.process)
-        timer._seq = kernel.at(ms, self._run_timer, timer)
+        timer._seq = seq = next(self._counter)  # Kernel.at, inlined: ms is never before now
+        heappush(self._queue, (ms, seq, self._run_timer, timer))
         return timer
 
     def call_after_ms(self, ms: int, rank: int, callback: Callable[..., object], *args: Any) -> asyncio.Handle:
