@@ -95,11 +95,13 @@ def _forbidden_calls(tree: ast.AST) -> list[str]:
 
 def test_the_simulator_core_reads_no_wall_clock_and_no_global_random():
     # Only the faces and the campaign drivers may read a clock (to time a run, to keep a budget, to carry a
-    # budget's deadline to a cluster's worker), and the watchdog's thread (to stop a run that stands still).
+    # budget's deadline to a cluster's worker), the watchdog's thread (to stop a run that stands still), and the
+    # parents of processes that run a model (a forked seed's, dst's supervisor: to kill what will not stop).
     # The sandbox seeds and puts back the global random's state, and hands ctypes the addresses (id()) of the
     # functions it redirects; the aiosqlite drop-in's clock reads time.time(), which the sandbox makes virtual
     # during a run, for SQLite's 'now'.
-    timers = {"terminal.py", "fuzz.py", "pool.py", "selftest.py", "cluster.py", "watchdog.py"}
+    timers = {"terminal.py", "fuzz.py", "pool.py", "selftest.py", "cluster.py", "watchdog.py", "isolate.py",
+              "_supervise.py"}
     aio = {"sandbox/__init__.py", "sandbox/cfunctions.py", "sandbox/patches.py", "aio/stores/sqlite/clock.py"}
     core = [p for p in sorted(SRC.rglob("*.py")) if p.name not in timers and SRC / "cli" not in p.parents
             and p.relative_to(SRC).as_posix() not in aio]

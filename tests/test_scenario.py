@@ -415,9 +415,12 @@ MALFORMED = [
     pytest.param(steps('{ at = "1s", actor = "c1", action = "pause", for = -1 }'), "steps[1].for",
                  "expected a non-negative", id="step-pause-negative"),
     pytest.param(steps('{ id = -1, at = "1s", actor = "c1", action = "crash" }'), "steps[1].id",
-                 "expected a non-negative integer", id="step-negative-id"),
+                 "expected an integer from 0 to 4,398,046,511,103", id="step-negative-id"),
     pytest.param(steps('{ id = "a", at = "1s", actor = "c1", action = "crash" }'), "steps[1].id",
-                 "expected a non-negative integer", id="step-string-id"),
+                 "expected an integer from 0 to 4,398,046,511,103", id="step-string-id"),
+    # A message's key holds its step's id in 42 bits: a larger one would overflow into the background bit.
+    pytest.param(steps('{ id = 9223372036854775807, at = "1s", actor = "c1", action = "crash" }'), "steps[1].id",
+                 "expected an integer from 0 to 4,398,046,511,103, got 9223372036854775807", id="step-id-too-large"),
     pytest.param('steps = [ { id = 7, at = "0s", actor = "c1", action = "crash" },'
                  ' { id = 7, at = "1s", actor = "c2", action = "crash" } ]\n',
                  "steps[1].id", "expected an id no other step has, got 7", id="step-duplicate-ids"),

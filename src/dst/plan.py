@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from .faults import FAULT_ACTIONS, FAULTS
-from .sim.trace import parse_key
+from .sim.trace import MAX_STEP_ID, parse_key
 from .text import format_duration, key_name, parse_duration, shorten, toml_value
 
 # action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name",
@@ -129,8 +129,8 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
     except ValueError as e:
         raise ValueError(f"at: {e}") from None
     step_id = data.get("id", default_id)
-    if not isinstance(step_id, int) or isinstance(step_id, bool) or step_id < 0:
-        raise ValueError(f"id: expected a non-negative integer, got {shorten(step_id)}")
+    if not isinstance(step_id, int) or isinstance(step_id, bool) or not 0 <= step_id <= MAX_STEP_ID:
+        raise ValueError(f"id: expected an integer from 0 to {MAX_STEP_ID:,}, got {shorten(step_id)}")
     args: dict[str, object] = {}
     for key, value in data.items():
         if key in known:

@@ -29,6 +29,7 @@ import sys
 import threading
 from typing import Callable, NoReturn, Sequence
 
+from .._supervise import done
 from ..errors import UserError
 from ..explore.pool import Terminated
 from . import bugs, campaigns, one_run, pages
@@ -72,6 +73,7 @@ def entry() -> NoReturn:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        done()  # dst ends its process itself: the supervisor passes the code on
         os._exit(code)  # what Python's exit would do, bar joining those threads
     sys.exit(code)
 

@@ -25,6 +25,7 @@ from ..scenario import Scenario
 from ..sim.trace import format_time
 from ..sut import Model, System
 from .coverage import Coverage, never_reached
+from .isolate import CAN_FORK, Died, Late, forked, warm
 from .steer import Steering
 from .pool import StopRequest, leave_partial, partials, running, stop_workers, worker_pool
 from ..runner.reproduce import reproduce
@@ -105,15 +106,52 @@ def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | N
                    consequences=tuple((c.invariant, c.time, c.message) for c in result.consequences), arm=arm)
 
 
+_OVERDUE = 3.0  # seconds past the deadline a campaign waits for the seeds in flight before it ends their workers
+_FORK_ABOVE = 0.15  # CPU seconds of a worker's first seed above which its seeds pay for a fork each (~15 ms)
+_fork_seeds: bool | None = None  # in a worker: whether its seeds run in forks of it (None: not known before one ran)
+
+
+def guest(scenarios: Sequence[Scenario]) -> bool:
+    """Some of the scenarios run a user's model: its seeds run in worker processes, never in the campaign's own."""
+    return any(not s.model.impl.startswith("dst.") for s in scenarios)
+
+
+def _seed_in_worker(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None, arm: int,
+                    isolated: bool) -> Outcome:
+    """One seed in a worker. A user's model's seeds run in forks of the warm worker once a seed proves costly
+    enough to pay for one (each is then safe from the others and from what it does to its own process), and all
+    of them where the worker's process died once already (``isolated``); cheap ones run in the worker itself."""
+    global _fork_seeds
+    if not CAN_FORK or scenario.model.impl.startswith("dst."):
+        return run_seed(scenario, seed, use_swarm, deadline, arm=arm)
+    if not isolated and not _fork_seeds:
+        began = time.process_time()
+        outcome = run_seed(scenario, seed, use_swarm, deadline, arm=arm)
+        if _fork_seeds is None:  # the first seed: it warmed the worker, and says whether forks pay
+            _fork_seeds = time.process_time() - began >= _FORK_ABOVE
+            if _fork_seeds:
+                warm()
+        return outcome
+    if _fork_seeds is None:  # a worker that forks from the start: the model imported here, once
+        scenario.model.resolve()
+        warm()
+    try:
+        return forked(lambda: run_seed(scenario, seed, use_swarm, deadline, arm=arm), deadline=deadline)
+    except Died as e:  # what the model did to its process is that seed's model error
+        return Outcome(seed, 0, MODEL_ERROR, f"the run: {e}", arm=arm)
+    except Late:
+        raise Cut() from None
+
+
 def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[tuple[int, int]], use_swarm: bool,
-               deadline: float | None) -> tuple[list[Outcome], bool]:
+               deadline: float | None, isolated: bool = False) -> tuple[list[Outcome], bool]:
     """The chunk's outcomes (of its (seed, arm) pairs) in seed order, and whether the deadline cut it short
-    (after the ones returned)."""
+    (after the ones returned). ``isolated``: every seed in a process of its own (a worker died on this chunk)."""
     outcomes: list[Outcome] = []
     with running():
         try:
             for seed, arm in chunk:
-                outcomes.append(run_seed(scenarios[arm], seed, use_swarm, deadline, arm=arm))
+                outcomes.append(_seed_in_worker(scenarios[arm], seed, use_swarm, deadline, arm, isolated))
             return outcomes, False
         except Cut:
             return outcomes, True
@@ -146,7 +184,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
         steering.learn(outcome.arm, outcome.checked, outcome.fired, outcome.reached, outcome.cases)
         return outcome
 
-    if workers <= 1 and executor is None:
+    if workers <= 1 and executor is None and not guest(scenarios):
         for position, seed in numbered:
             if deadline is not None and clock() >= deadline:
                 return
@@ -159,6 +197,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
     pool = executor or worker_pool(workers)
     pending: list[Future[tuple[list[Outcome], bool]]] = []
     firsts: list[int] = []  # the first seed of each pending chunk: its key
+    chunks: list[list[tuple[int, int]]] = []  # each pending chunk's (seed, arm) pairs, to hand out again
     held: tuple[int, int] | None = None  # the next (position, seed), taken but not yet steerable
     try:
         exhausted = False
@@ -178,6 +217,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                     break
                 pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline=deadline))
                 firsts.append(chunk[0][0])
+                chunks.append(chunk)
             if not pending:
                 return
             while True:
@@ -185,14 +225,26 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                     raise stop.interrupt()  # here, where no lock of the pool is held
                 if pending[0].done():
                     break
+                if deadline is not None and clock() >= deadline + _OVERDUE:
+                    return  # a seed that will not stop at the deadline (its code blocked in C): its worker is ended
                 wait(pending[:1], timeout=0.1)
-            firsts.pop(0)
             try:
-                outcomes, cut = pending.pop(0).result()
+                outcomes, cut = pending[0].result()
             except BrokenProcessPool:
                 if stop is not None and stop.event.is_set():  # the signal reached the workers first
                     raise stop.interrupt() from None
-                raise
+                if executor is not None:
+                    raise
+                # A worker's process died under a model's code: a fresh pool, and the chunks in flight again,
+                # each seed in a process of its own, so the one that kills its process is its own model error.
+                stop_workers(pool)
+                pool = worker_pool(workers)
+                pending = [pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline=deadline, isolated=True)
+                           for chunk in chunks]
+                continue
+            pending.pop(0)
+            firsts.pop(0)
+            chunks.pop(0)
             for outcome in outcomes:
                 yield learned(outcome)
             if cut:

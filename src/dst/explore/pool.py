@@ -16,6 +16,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from ..runner import watchdog
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the campaign is, as Ctrl-C raises KeyboardInterrupt (exit 143, not 130)."""
@@ -57,6 +59,7 @@ def _worker_setup(parent: int, scratch: str, partial: Any) -> None:
     files (a model's, through ``tempfile``) go into the pool's scratch folder."""
     global _partial
     _partial = partial
+    watchdog.exit_when_wedged = True  # a run wedged in C ends this process: the campaign isolates its seed
     tempfile.tempdir = os.environ["TMPDIR"] = scratch  # TMPDIR: for what a model's own processes write too
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_quietly)
@@ -94,7 +97,7 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     return _Pool(workers)
 
 
-_GRACE = 5.0  # seconds a stopped worker has to close what its run opened
+_GRACE = 1.0  # seconds a stopped worker has to close what its run opened (then it is killed)
 
 
 def stop_workers(pool: Executor) -> None:

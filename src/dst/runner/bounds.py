@@ -3,6 +3,7 @@ make a correct model fail, the slack the worst delays add, and the consequence w
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ..errors import BUILD_RAISED, UserError
@@ -18,10 +19,12 @@ _SAID = {"reclaim_within": "the model's reclaim bound (TTL + reaper interval)",
 
 
 def built(model: Model[Any], env: Env[Any]) -> tuple[Any, str | None]:
-    """The system ``model`` builds for one run, or None and what its build raised: the run is then a model error at
-    once. A scenario the build itself refuses (an option it cannot take, a :class:`~dst.errors.UserError`) raises."""
+    """The system ``model`` builds for one run, or None and what its build raised, or the thread it started: the run
+    is then a model error at once. A scenario the build itself refuses (an option it cannot take, a
+    :class:`~dst.errors.UserError`) raises."""
+    before = threading.enumerate()
     try:
-        return model.build(env), None
+        system = model.build(env)
     except UserError:
         raise  # one line, exit 2
     except Exception as e:  # a raise before the build's first line (a wrong signature) is named by the build
@@ -29,6 +32,15 @@ def built(model: Model[Any], env: Env[Any]) -> tuple[Any, str | None]:
         at = "" if raised_in(e) is not None or code is None else (
             f" (the build: {short(code.co_filename)}:{code.co_firstlineno} {code.co_qualname})")
         return None, f"{BUILD_RAISED}{described(e)}{at}"
+    started = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+    if started:  # it runs outside virtual time, beside every run that follows: no seed could decide what it does
+        close = getattr(system, "close", None)
+        if callable(close):
+            close()
+        return None, (f"the build started {len(started)} thread(s) ({', '.join(started[:3])}): a simulated run has "
+                      f"one thread, in virtual time (an asyncio service can run its thread-pool work inline: "
+                      f"dst.aio.System(inline_threads=True))")
+    return system, None
 
 
 def slack_of(scenario: Scenario) -> int:

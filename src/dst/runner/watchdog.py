@@ -40,7 +40,8 @@ class watching:
     code runs at ``frame``; ``stop()``, if given, ends the run once the interrupted code returns (a loop that
     would catch the exception in a task). :attr:`stalled` is then the process and the model error's line."""
 
-    __slots__ = ("kernel", "thread_id", "deadline", "who", "stop", "stalled", "stalled_at", "_raised", "_entered_in")
+    __slots__ = ("kernel", "thread_id", "deadline", "who", "stop", "stalled", "stalled_at", "struck_at", "_raised",
+                 "_entered_in")
 
     def __init__(self, kernel: Any, deadline: float | None, who: Callable[[FrameType | None], str],
                  stop: Callable[[], None] | None = None) -> None:
@@ -51,6 +52,7 @@ class watching:
         self.stop = stop
         self.stalled: tuple[str, str] | None = None  # the process and the model error, once its code was stopped
         self.stalled_at = 0  # the virtual time it stood at
+        self.struck_at = 0.0  # when (time.monotonic) the stall was first struck
         self._raised = False
         self._entered_in: FrameType | None = None  # the frame that runs the simulation, below the model's code
 
@@ -91,6 +93,7 @@ class watching:
             called = _called_by_dst(frame)
             at = "" if called is None else f" of {called[1]} ({called[0]})"
             self.stalled_at = self.kernel.now
+            self.struck_at = time.monotonic()
             self.stalled = (self.who(frame),
                             f"Stalled: the code{at} did not return to dst within the watchdog's limit, virtual time "
                             f"standing at t={format_time(self.kernel.now)} (a loop that never awaits, or callbacks "
@@ -119,6 +122,25 @@ _lock = threading.Lock()
 _stall_seconds = STALL_SECONDS
 _watched: watching | None = None
 _started_in: int | None = None  # the process the thread runs in (a forked worker starts its own)
+# Called by the thread at each look with the watched run's virtual clock (a forked seed tells its parent so).
+on_look: Callable[[int], None] | None = None
+# A campaign's worker may end its own process when a run's code stays in C after it was struck (see _look).
+exit_when_wedged = False
+
+
+def stall_seconds() -> float:
+    """The real seconds a run's clock may stand still before its code is interrupted, as they are set now."""
+    return _stall_seconds
+
+
+def _reinit_after_fork() -> None:
+    global _lock, _watched
+    _lock = threading.Lock()  # a fork while the thread held it would leave the child's copy locked for good
+    _watched = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
 def _look() -> None:
@@ -136,9 +158,18 @@ def _look() -> None:
             if watch is None:
                 seen = None
                 continue
+            if on_look is not None:
+                on_look(watch.kernel.now)
             if watch.stalled is not None:
                 if watch._in_guest_code():  # caught by the model's code, which went on: again, until the run ends
                     watch._interrupt(0.0)  # (never into dst's own code closing the run: it would escape from there)
+                late = watch.deadline is not None and time.monotonic() >= watch.deadline
+                if exit_when_wedged and time.monotonic() - watch.struck_at >= (STALL_PAST_DEADLINE if late
+                                                                               else _stall_seconds):
+                    # Struck, and still not back after as long again: its code is in C, where nothing reaches it.
+                    # In a campaign's worker, the process goes: the campaign runs the seed again in a process of
+                    # its own, whose parent kills it and reports the stall.
+                    os._exit(70)
                 continue
             now, clock = time.monotonic(), watch.kernel.now
             if seen is None or seen[0] is not watch or seen[1] != clock:

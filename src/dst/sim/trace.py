@@ -76,6 +76,9 @@ def key_name(key: int) -> str:
     return f"{step}.{kind}.{n}{'r' if response else ''}"
 
 
+MAX_STEP_ID = (1 << 42) - 1  # a step's id fills the bits of a message's key below BACKGROUND (see message_key)
+
+
 def message_key(step_id: int, kind: int, n: int) -> int:
     """The key of the ``n``-th message of one kind (a request type's number) sent for plan step
     ``step_id`` (its response's key adds ``RESPONSE``). Counting per kind keeps a release's key, and so

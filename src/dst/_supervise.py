@@ -1,0 +1,121 @@
+"""The ``dst`` program runs in a child of a small supervising process, so that nothing a model's code does to the
+process it runs in (``os._exit`` at import or in a handler, a signal that kills it, an interrupt it swallows) ends
+dst without a word.
+
+The supervisor forks before any of dst (or the model) is imported, passes the child's exit status on, and speaks
+only when the child did not end as dst ends: one line, exit 3 (the model's error). A child that dst itself ends
+says so first (:func:`done`: ``sys.exit`` through ``atexit``, or dst's own ``os._exit`` after it); a model's
+``os._exit`` skips both. Ctrl-C reaches both processes (one process group); SIGTERM sent to the supervisor is
+passed on. Either way, a child that has not ended within :data:`GRACE` seconds is killed: a model that swallows
+every interrupt cannot keep dst running. The child dies with the supervisor, however the supervisor dies.
+
+Only on Linux (``fork``, ``prctl``); elsewhere ``dst`` runs unsupervised, as it always did.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import select
+import signal
+import sys
+import time
+from typing import Callable
+
+GRACE = 2.0  # seconds a child has to end after Ctrl-C or SIGTERM (a campaign stops its workers and reports in less)
+_UNSUPERVISED = "DST_UNSUPERVISED"  # set in the child: a dst it starts (a fresh-process replay) runs as it is
+_EXIT_MODEL_ERROR, _EXIT_INTERRUPTED, _EXIT_TERMINATED = 3, 130, 143
+
+_marker: int | None = None  # in the child: where it says that dst itself is ending it
+
+
+def done() -> None:
+    """In the supervised child: dst itself ends this process now (its exit status is dst's answer)."""
+    global _marker
+    if _marker is not None:
+        try:
+            os.write(_marker, b"done")
+        except OSError:
+            pass
+        _marker = None
+
+
+def supervised(program: Callable[[], object]) -> None:
+    """Run ``program`` (which exits the process) in a supervised child, and exit as it did."""
+    if not sys.platform.startswith("linux") or os.environ.get(_UNSUPERVISED):
+        program()
+        return
+    global _marker
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.environ[_UNSUPERVISED] = "1"
+        _marker = write
+        atexit.register(done)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: die with the supervisor
+        except (OSError, AttributeError):
+            pass
+        program()
+        return
+    os.close(write)
+    sys.exit(_watch(pid, read))
+
+
+def _watch(pid: int, read: int) -> int:
+    """The child's exit status, as dst's; a line and exit 3 when the model's code ended the process."""
+    asked: list[int] = []  # the signals the supervisor got, first first
+
+    def noted(signum: int, frame: object) -> None:
+        if signum == signal.SIGTERM:
+            os.kill(pid, signal.SIGTERM)  # Ctrl-C reaches the child by itself; a SIGTERM to this process does not
+        if not asked:
+            asked.append(signum)
+            asked.append(int(time.monotonic() * 1000))
+
+    signal.signal(signal.SIGINT, noted)
+    signal.signal(signal.SIGTERM, noted)
+    said = b""
+    while True:
+        try:
+            ready, _, _ = select.select([read], [], [], 0.1)
+            if ready:
+                said += os.read(read, 16)
+            ended, status = os.waitpid(pid, os.WNOHANG)
+        except InterruptedError:
+            continue
+        if ended:
+            break
+        if asked and time.monotonic() * 1000 - asked[1] >= GRACE * 1000:
+            os.kill(pid, signal.SIGKILL)  # it would not stop: a model that swallows every interrupt
+            os.waitpid(pid, 0)
+            stopped = "terminated" if asked[0] == signal.SIGTERM else "interrupted"
+            _say(f"dst: {stopped}; the model's code did not stop within {GRACE:.0f} s, and its process was killed")
+            return _EXIT_TERMINATED if asked[0] == signal.SIGTERM else _EXIT_INTERRUPTED
+    try:
+        said += os.read(read, 16)
+    except OSError:
+        pass
+    if said.startswith(b"done"):
+        return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig in (signal.SIGINT, signal.SIGTERM) and asked:
+            _say(f"dst: {'terminated' if sig == signal.SIGTERM else 'interrupted'}")
+            return 128 + sig
+        name = signal.Signals(sig).name
+        why = " (the kernel's out-of-memory killer, or another process)" if sig == signal.SIGKILL else ""
+        _say(f"dst: the process running the model died of signal {sig} ({name}){why} before dst had finished")
+        return _EXIT_MODEL_ERROR
+    _say(f"dst: the model's code ended dst's process (exit status {os.WEXITSTATUS(status)}) before dst had "
+         f"finished: a model must not exit (os._exit, or a C library's exit)")
+    return _EXIT_MODEL_ERROR
+
+
+def _say(line: str) -> None:
+    try:
+        os.write(2, (line + "\n").encode("utf-8", "backslashreplace"))
+    except OSError:
+        pass
