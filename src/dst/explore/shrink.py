@@ -24,10 +24,14 @@ A candidate that loses the violation is tried once more with its faults made to 
 about where the change moved it (:mod:`dst.explore.follow`: a pinned fault its request, a pause the
 last reply its client heard), counted as the pass ``re_aim``.
 
-Before the passes, the faults the keyed draws made (a lost, duplicated or delayed message, a
-slow store round trip) are written as explicit steps that pin them, and the probabilities that
-made them are set to zero: the run is the same, event for event, but its story is now in its
-steps, and the passes delete the faults it does not need like any other step.
+Where the draws made many more faults than the plan has steps (a long run of a heavy model), first the big cuts
+(the steps after the violation, whole clients, halves of the plan) run on a third of the budget, with the faults
+still the keyed draws' (so the steps that stay meet the same fates). Then the faults
+the draws made (a lost, duplicated or delayed message, a slow store round trip) are written as explicit steps
+that pin them, and the probabilities that made them are set to zero: the run is the same, event for event, but
+its story is now in its steps, and the passes delete the faults it does not need like any other step. A budget
+that runs out before those are gone, with more steps left than the seed's plan had, leaves the plan the big
+cuts left: never a longer one than the seed's.
 
 The minimizer changes only what the correct model is correct under whatever its value
 (the plan, capacities, the network's randomness): never timeouts, TTLs or the quiet
@@ -55,6 +59,7 @@ from .follow import followed
 
 
 _DETOUR = 200  # runs a shrink from a moved crash may take (crash_sooner)
+_FEW_DRAWS = 20  # faults drawn that the passes delete as steps; past twice the plan and this, the big cuts go first
 
 
 class StopReason(enum.Enum):
@@ -186,6 +191,24 @@ class Shrinker:
         return attrs.evolve(self.best, steps=sort_steps(steps))
 
     # --- passes ------------------------------------------------------------------------------
+
+    def after_the_violation(self) -> None:
+        """Every step that comes after the violation, at once: it cannot have caused it (a pinned fault's time is
+        when its message met it)."""
+        result = self.best_result
+        if result is not None and result.violation is not None:
+            when = result.violation.time
+            self.consider(self.with_steps(s for s in self.best.steps or () if s.at <= when))
+
+    def cut_early(self) -> None:
+        """The cheap, big cuts, on a plan whose faults are still the draws': the steps after the violation, whole
+        clients, halves and quarters of the rest. The draws are keyed, so the steps that stay meet the fates they
+        met (a heavy model's budget goes to deletions, not to first writing out every fault of a long run)."""
+        try:
+            for p in (self.after_the_violation, self.delete_clients, self.delete_chunks):
+                self._run(p)
+        except _Budget:
+            pass
 
     def delete_chunks(self) -> None:
         size = max(1, len(self.best.steps or ()) // 2)
@@ -457,20 +480,35 @@ def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: st
     first = run(start, seed)
     if first.violation is None or first.violation.invariant != invariant:
         raise ValueError(f"the run does not violate {invariant}: nothing to minimize")
+    error_shape = shape(first.violation.message) if invariant == MODEL_ERROR else None
+    early = Shrinker(start, seed, invariant, max_runs=max(1, max_runs // 3), seconds=seconds / 3, clock=clock,
+                     stopped=stopped, error_shape=error_shape)
+    early.best_result = first
+    if len(pin_draws(start, first).steps or ()) > 2 * len(plan) + _FEW_DRAWS:
+        # More faults drawn than the plan has steps (a long run of a heavy model draws hundreds): a third of the
+        # budget for the big cuts first, before they are written out as steps, then the passes on the smaller run.
+        with known_stall(error_shape):
+            early.cut_early()
+        start, first = early.best, early.best_result or first
     explicit = pin_draws(start, first)
     again = run(explicit, seed)
     _same_run(scenario, seed, first, again)
-    start, first = explicit, again
-    error_shape = shape(first.violation.message) if invariant == MODEL_ERROR else None  # type: ignore[union-attr]
-    shrinker = Shrinker(start, seed, invariant, max_runs=max_runs, seconds=seconds, clock=clock, stopped=stopped,
+    shrinker = Shrinker(explicit, seed, invariant, max_runs=max(1, max_runs - early.runs),
+                        seconds=max(0.0, seconds - (clock() - began)), clock=clock, stopped=stopped,
                         error_shape=error_shape)
-    shrinker.best_result = first
+    shrinker.best_result = again
+    shrinker.passes = early.passes
     with known_stall(error_shape):
         stop = shrinker.shrink()
+    if len(shrinker.best.steps or ()) > len(plan):
+        # The budget ran out before the faults written out could go, leaving more steps than the seed's own plan:
+        # the plan as the big cuts left it, its faults the draws' again, is the smaller story (it replays the
+        # same: the draws are keyed).
+        shrinker.best, shrinker.best_result = start, first
     best = scripted(shrinker.best, shrinker.best.steps or ())  # fewer clients now: say so in the file
     final = run(best, seed)
     _same_run(scenario, seed, shrinker.best_result or first, final)
     best = _stamped(best, final)  # labels only: the run is the same, and its result says so
     final = attrs.evolve(final, ran=best, plan=best.steps or ())
-    return Shrunk(best, seed, final, len(plan), shrinker.runs + 3, clock() - began, stop,
+    return Shrunk(best, seed, final, len(plan), early.runs + shrinker.runs + 3, clock() - began, stop,
                   tuple(shrinker.passes.values()))
