@@ -89,7 +89,27 @@ async def _commands(r: Any, server: Any) -> str:
     return f"{[b - a for a, b in zip(times, times[1:])]} {done} {plain}"
 
 
-commands = model({"commands": _commands})
+async def _timed_out(r: Any, server: Any) -> str:
+    from redis.asyncio import Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import TimeoutError
+
+    impatient = Redis.from_url(server.url, retry=Retry(NoBackoff(), 0), single_connection_client=True)
+    await impatient.ping()
+    impatient.connection.socket_timeout = 0.002  # connected: now shorter than a round trip
+    try:
+        await impatient.set("late", "1")
+        outcome = "answered"
+    except TimeoutError:
+        outcome = "timed out"  # redis-py closes the connection; the SET is already on its way
+    first = server.string("late")
+    await asyncio.sleep(0.01)
+    await impatient.aclose()
+    return f"{outcome} {first!r} {server.string('late')!r}"
+
+
+commands = model({"commands": _commands, "timed-out": _timed_out})
 
 
 # --- blocking reads -------------------------------------------------------------------------------------------

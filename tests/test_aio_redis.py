@@ -65,6 +65,11 @@ def test_each_command_is_one_round_trip_and_a_transaction_one_for_all() -> None:
     assert (recv, reply) == (1010, 1010 + 4 * 7)
 
 
+def test_a_write_whose_reply_timed_out_still_happens() -> None:
+    result = run(scripted("commands", [step("1s", "c1", "timed-out")]), 1)
+    assert result.jobs == {"timed out None b'1'": 1}  # redis-py gave up after 2 ms and closed; Redis ran it at 5
+
+
 def test_a_blocking_read_is_answered_the_instant_another_client_writes_and_times_out_in_virtual_time() -> None:
     result = run(scripted("blocking", [step("100ms", "c1", "read", work="60s"),  # BLOCK 0
                                        step("100ms", "c3", "read", work="1500ms"),  # BLOCK 1500
