@@ -248,3 +248,18 @@ def _split_stores(settled: bool) -> sut.Model[object]:
 
 
 split_stores, split_stores_settled = _split_stores(False), _split_stores(True)
+
+
+def build_crash_hook(env: sut.Env[object]) -> aio.System:
+    async def server() -> object:
+        return {}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        aio.on_crash(lambda: LOG.append((f"{client}.{incarnation} died", _when())))  # what it holds open, closed
+        await aio.work(1, order.arg("work"))
+        return "done"
+
+    return aio.System(server=server, job=job)
+
+
+crash_hook = sut.Model(build_crash_hook)

@@ -62,6 +62,16 @@ def test_a_client_crash_ends_its_job_without_its_finally():
     assert result.jobs == {}
 
 
+def test_a_client_runs_what_it_registered_with_on_crash_when_it_dies():
+    result = run(scripted("crash_hook", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "10s"},
+                                         {"at": "3s", "actor": "c1", "action": "restart"},
+                                         {"at": "4s", "actor": "c1", "action": "acquire", "work": "1s"},
+                                         {"at": "5s", "actor": "c2", "action": "acquire", "work": "1s"}]), 1)
+    # c1's first incarnation dies at its restart; its second and c2 finish, and theirs never run
+    assert during(aio_models.LOG, "c1.1 died") == [3.0] and result.jobs == {"done": 2}
+    assert [name for name, _ in aio_models.LOG] == ["c1.1 died"]
+
+
 def test_a_client_pause_cuts_its_work_and_it_goes_on_after():
     result = run(scripted("probe", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "10s"},
                                     {"at": "3s", "actor": "c1", "action": "pause", "for": "4s"}]), 1)

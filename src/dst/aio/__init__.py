@@ -146,7 +146,8 @@ async def round_trip() -> None:
 
 
 def on_crash(fn: Callable[[], None]) -> None:
-    """Call ``fn`` when this server process dies (before its memory is gone): close what it holds open."""
+    """Call ``fn`` when this process (the server, or a client) dies, before its memory is gone: close what it holds
+    open."""
     _process().on_crash.append(fn)
 
 

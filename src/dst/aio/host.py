@@ -191,11 +191,16 @@ class Server(Process, ServerLifecycle):
 
     # --- what the service awaits -----------------------------------------------------------------------------
 
-    async def round_trip(self) -> None:
-        """One store round trip of the request (or background job) running now."""
+    def trip(self) -> tuple[int, int]:
+        """The next store round trip of the request (or background job) running now: its latency and its rank among
+        what is due then. For a drop-in that does not wait it out itself (a Redis write: its client reads the reply)."""
         key = REQUEST.get()
         n = self.trip_counts[key] = self.trip_counts.get(key, 0) + 1
-        ms, rank = self.trips.delay(key, n)
+        return self.trips.delay(key, n)
+
+    async def round_trip(self) -> None:
+        """One store round trip of the request (or background job) running now."""
+        ms, rank = self.trip()
         loop = self.loop
         done = loop.create_future()
         loop.call_after_ms(ms, rank, _resolve, done)
@@ -250,6 +255,9 @@ class Client(Process, ClientLifecycle):
         self.pending = {}
         self.paused_until = -1
         self.frozen = []
+        dying, self.on_crash = self.on_crash, []  # what it held open dies with it (its store connections)
+        for die in dying:
+            die()
         self.ghost.client_died(self.name)
 
     def _era(self) -> int:

@@ -1,5 +1,6 @@
 """Store drop-ins: the client libraries of real stores, run in dst's loop so every call is a store round trip in
-virtual time, one package each (``sqlite``: aiosqlite over sqlite3 on the loop's thread).
+virtual time, one package each (``sqlite``: aiosqlite over sqlite3 on the loop's thread; ``redis``: redis-py's
+asyncio client over fakeredis's commands).
 
 Each package offers ``installed()``, a context manager that puts its drop-in in the library's place while a
 simulated run is in it and takes it out after (a library the service does not have installed is left alone).
@@ -13,7 +14,14 @@ import contextlib
 from importlib import import_module
 from typing import Any
 
-STORES = ("sqlite",)
+STORES = ("sqlite", "redis")
+
+
+def __getattr__(name: str) -> Any:
+    # stores.redis.Server(...) in an adapter's build(), before any run has imported the drop-in
+    if name in STORES:
+        return import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class installed:
