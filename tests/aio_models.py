@@ -248,3 +248,111 @@ def _split_stores(settled: bool) -> sut.Model[object]:
 
 
 split_stores, split_stores_settled = _split_stores(False), _split_stores(True)
+
+
+@sut.message
+class Take:
+    """Acquire one slot of ``limit`` for ``holder``."""
+
+    limit: str
+    holder: str
+
+
+@sut.message
+class Taken:
+    lease: object  # the service's own id: a UUID string, or a uuid.UUID
+    expiry: int
+
+
+@sut.message
+class Give:
+    lease: object
+    holder: str
+
+
+class UuidLeases:
+    """A lease service whose ids are UUIDs (strings, or ``uuid.UUID`` objects), with a reaper; ``bug``: "reaper"
+    deletes what it read as expired without a second look, after a round trip (a renewal may land between)."""
+
+    def __init__(self, env: sut.Env[object], as_objects: bool, bug: str | None) -> None:
+        self.env, self.as_objects, self.bug = env, as_objects, bug
+        self.counts = {name: 0 for name in env.limits}
+        self.rows: dict[object, tuple[str, str, int]] = {}  # lease -> (holder, limit, expiry)
+        self.version_ = 0
+
+    def _now(self) -> int:
+        return aio.virtual_ms(time.time())
+
+    async def take(self, req: Take) -> Taken | Done:
+        if self.counts[req.limit] >= self.env.limits[req.limit]:
+            return Done("full")
+        import uuid
+        lease: object = uuid.uuid4() if self.as_objects else str(uuid.uuid4())
+        expiry = self._now() + 2_000
+        self.counts[req.limit] += 1
+        self.rows[lease] = (req.holder, req.limit, expiry)
+        self.version_ += 1
+        return Taken(lease, expiry)
+
+    async def give(self, req: Give) -> Done:
+        row = self.rows.pop(req.lease, None)
+        if row is not None:
+            self.counts[row[1]] -= 1
+            self.version_ += 1
+        return Done("released")
+
+    async def reap(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            expired = [lease for lease, row in self.rows.items() if row[2] <= self._now()]
+            if self.bug == "reaper" and not expired:
+                expired = [lease for lease, row in self.rows.items() if row[2] <= self._now() + 1_900]
+            await aio.round_trip()
+            for lease in expired:
+                row = self.rows.pop(lease, None)
+                if row is not None:
+                    self.counts[row[1]] -= 1
+                    self.version_ += 1
+
+    # the LeaseTable the harness reads
+    def version(self) -> object:
+        return self.version_
+
+    def leases(self) -> list[aio.LeaseRow]:
+        return [aio.LeaseRow(lease, holder, limit, 1, expiry) for lease, (holder, limit, expiry) in self.rows.items()]
+
+    def count(self, limit: str) -> int:
+        return self.counts[limit]
+
+    def expiry(self, lease: object) -> int | None:
+        row = self.rows.get(lease)
+        return row[2] if row is not None else None
+
+    def lease_ids(self) -> list[object]:
+        return sorted(self.rows, key=str)
+
+
+def _uuid_leases(as_objects: bool, bug: str | None = None) -> sut.Model[object]:
+    def build(env: sut.Env[object]) -> aio.System:
+        stores = UuidLeases(env, as_objects, bug)
+
+        async def server() -> object:
+            asyncio.get_running_loop().create_task(stores.reap())
+            return {Take: stores.take, Give: stores.give}
+
+        async def job(client: str, incarnation: int, order: sut.Order) -> str:
+            taken = await aio.call(Take(order.arg("limit"), client))
+            if not isinstance(taken, Taken):
+                return "full"
+            await aio.work(taken.lease, order.arg("work"))
+            await aio.call(Give(taken.lease, client))
+            return "done"
+
+        return aio.System(server=server, job=job, leases=stores, observe=True,
+                          bounds=sut.Bounds(reclaim_within=3_000))
+
+    return sut.Model(build)
+
+
+uuid_leases, uuid_object_leases = _uuid_leases(False), _uuid_leases(True)
+uuid_leases_early_reaper = _uuid_leases(False, "reaper")

@@ -130,8 +130,8 @@ def transport() -> httpx.AsyncBaseTransport:
 
 
 async def work(handle: Any, ms: int) -> int:
-    """Protected work under ``handle`` (a lease id) for ``ms`` of virtual time; returns the ms not done (a pause
-    cut the slice: check the lease before going on)."""
+    """Protected work under ``handle`` (a lease id of the service's own kind: an int, a UUID, its text) for ``ms``
+    of virtual time; returns the ms not done (a pause cut the slice: check the lease before going on)."""
     return int(await _process().work(handle, ms))
 
 

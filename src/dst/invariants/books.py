@@ -15,7 +15,7 @@ from heapq import heappop, heappush
 from typing import Any, Callable
 
 from ..sim.kernel import Kernel, StopRun
-from ..sut import Bounds, Cancel, LeaseView, ResourceView, RunView
+from ..sut import Bounds, Cancel, LeaseId, LeaseView, ResourceView, RunClaim, RunView, lease_name, lease_order
 
 # The hooks a unit may define, and what they are called with:
 HOOKS = (
@@ -81,10 +81,10 @@ class _NoLeases:
     def count(self, limit: str) -> int:
         return 0
 
-    def expiry(self, lease: int) -> int | None:
+    def expiry(self, lease: LeaseId) -> int | None:
         return None
 
-    def lease_ids(self) -> list[int]:
+    def lease_ids(self) -> list[LeaseId]:
         return []
 
 
@@ -110,24 +110,24 @@ class Books:
         self._bind()
 
         # Lease books.
-        self.owned: dict[int, int] = {}  # lease -> slots it took and has not given back
-        self.limit_of: dict[int, str] = {}  # lease -> its limit
-        self.live: dict[int, str] = {}  # leases the store has -> holder
+        self.owned: dict[LeaseId, int] = {}  # lease -> slots it took and has not given back
+        self.limit_of: dict[LeaseId, str] = {}  # lease -> its limit
+        self.live: dict[LeaseId, str] = {}  # leases the store has -> holder
         # Slots owned by stored leases not yet past their expiry, kept as renewals and time move it:
         self.recognised = {name: 0 for name in limits}
-        self.counted: set[int] = set()  # the leases in ``recognised``
-        self.expiry_of: dict[int, int] = {}  # the expiry last seen for each stored lease
+        self.counted: set[LeaseId] = set()  # the leases in ``recognised``
+        self.expiry_of: dict[LeaseId, int] = {}  # the expiry last seen for each stored lease
         self.expiry_before: int | None = None  # during a renewal's checks: the lease's expiry before it
-        self.expiring: dict[str, list[tuple[int, int]]] = {name: [] for name in limits}  # heaps of (expiry, lease)
+        self.expiring: dict[str, list[tuple[int, LeaseId]]] = {name: [] for name in limits}  # heaps of (expiry, lease)
         self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
-        self.working: dict[str, int] = {}  # client -> lease it works under right now
+        self.working: dict[str, LeaseId] = {}  # client -> lease it works under right now
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
         self._dirty: list[str] = []  # limits touched since the last settle
-        self._removed_while_working: list[tuple[str, int]] = []
-        self.token_of: dict[int, int] = {}  # lease -> the token it was handed
-        self.target_of: dict[int, str] = {}  # lease -> what its token fences
+        self._removed_while_working: list[tuple[str, LeaseId]] = []
+        self.token_of: dict[LeaseId, int] = {}  # lease -> the token it was handed
+        self.target_of: dict[LeaseId, str] = {}  # lease -> what its token fences
         self.newest_token: dict[str, int] = {}  # target -> the newest token handed out for it
-        self.on_target: dict[str, set[int]] = {}  # target -> the stored leases that hold it
+        self.on_target: dict[str, set[LeaseId]] = {}  # target -> the stored leases that hold it
         # The resource's (fence, contents) per target, as its view showed them after the last write reported there:
         self.stored: dict[str, tuple[int | None, object]] = {}
         self.stored_before: tuple[int | None, object] | None = None  # during a write's checks: its target's, before
@@ -169,7 +169,7 @@ class Books:
 
     # --- dst.sut.Facts: leases --------------------------------------------------------------
 
-    def slots_taken(self, lease: int, limit: str, n: int) -> None:
+    def slots_taken(self, lease: LeaseId, limit: str, n: int) -> None:
         self.owned[lease] = self.owned.get(lease, 0) + n
         self.limit_of[lease] = limit
         if lease in self.live:
@@ -178,7 +178,7 @@ class Books:
             self.recognised[limit] += n
         self._dirty.append(limit)
 
-    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+    def slots_returned(self, lease: LeaseId | None, limit: str, n: int) -> None:
         have = self.owned.get(lease, 0) if lease is not None and self.limit_of.get(lease) == limit else 0
         if have < n:
             for check in self._foreign_release:
@@ -192,7 +192,7 @@ class Books:
                 self.recognised[limit] -= n
         self._dirty.append(limit)
 
-    def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
+    def lease_stored(self, lease: LeaseId, holder: str, limit: str, token: int | None = None,
                      target: str | None = None) -> None:
         self.live[lease] = holder
         self.limit_of.setdefault(lease, limit)
@@ -206,14 +206,14 @@ class Books:
             self.newest_token[target] = max(token, self.newest_token.get(target, token))
             self.on_target.setdefault(target, set()).add(lease)
 
-    def lease_renewed(self, lease: int, limit: str) -> None:
+    def lease_renewed(self, lease: LeaseId, limit: str) -> None:
         self.expiry_before = self.expiry_of.get(lease)  # for the checks: the expiry the renewal replaced
         self._saw_expiry(lease, limit)  # a renewal can make a lease count again
         self._dirty.append(limit)
         for check in self._watchers["lease_renewed"]:
             check(lease)
 
-    def _saw_expiry(self, lease: int, limit: str) -> None:
+    def _saw_expiry(self, lease: LeaseId, limit: str) -> None:
         expiry = self.view.expiry(lease) or 0
         self.expiry_of[lease] = expiry
         heappush(self.expiring[limit], (expiry, lease))
@@ -221,7 +221,7 @@ class Books:
             self.counted.add(lease)
             self.recognised[limit] += self.owned.get(lease, 0)
 
-    def lease_removed(self, lease: int) -> None:
+    def lease_removed(self, lease: LeaseId) -> None:
         holder = self.live.pop(lease, None)
         target = self.target_of.pop(lease, None)
         if target is not None:
@@ -238,12 +238,12 @@ class Books:
         if self.working.get(holder) == lease:
             self._removed_while_working.append((holder, lease))
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self._saw_write(target)
         for check in self._write_accepted:
             check(holder, lease, token, target)
 
-    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_refused(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self._saw_write(target)
         for check in self._watchers["write_refused"]:
             check(holder, lease, token, target)
@@ -291,7 +291,7 @@ class Books:
                 check(request.run)
 
     def work_started(self, client: str, handle: Any) -> None:
-        if handle.__class__ is int:
+        if handle.__class__ is not RunClaim:  # a lease id, of whatever kind the service's are
             limit = self.limit_of.get(handle)
             self.working[client] = handle
             if limit is not None:
@@ -307,7 +307,7 @@ class Books:
             check(client, handle, other)
 
     def work_stopped(self, client: str, handle: Any) -> None:
-        if handle.__class__ is int:
+        if handle.__class__ is not RunClaim:
             del self.working[client]
             limit = self.limit_of.get(handle)
             if limit is not None:
@@ -321,7 +321,7 @@ class Books:
         """A client incarnation is gone: its leases must be reclaimed in time."""
         watchers = self._watchers["client_died"]
         if watchers:
-            held = [lease for lease, holder in sorted(self.live.items()) if holder == client]
+            held = [lease for lease in sorted(self.live, key=lease_order) if self.live[lease] == client]
             for check in watchers:
                 check(client, held)
 
@@ -369,16 +369,17 @@ class Books:
 
     # --- what units ask ---------------------------------------------------------------------
 
-    def recognised_lease(self, lease: int, holder: str) -> bool:
+    def recognised_lease(self, lease: LeaseId, holder: str) -> bool:
         """The authority still has ``lease``, held by ``holder``, unexpired."""
         expiry = self.view.expiry(lease)
         return expiry is not None and self.live.get(lease) == holder and self.kernel.now < expiry
 
-    def lease_state(self, lease: int) -> str:
+    def lease_state(self, lease: LeaseId) -> str:
         expiry = self.view.expiry(lease)
+        name = lease_name(lease)
         if expiry is None:
-            return f"L{lease} is gone"
-        return f"L{lease} expired at t={expiry}" if expiry <= self.kernel.now else f"L{lease} valid until t={expiry}"
+            return f"{name} is gone"
+        return f"{name} expired at t={expiry}" if expiry <= self.kernel.now else f"{name} valid until t={expiry}"
 
     def recognised_slots(self, limit: str) -> int:
         """Slots owned by the limit's stored, unexpired leases: leases whose expiry has passed leave the
@@ -393,12 +394,12 @@ class Books:
 
     def owners(self, limit: str, recognised_only: bool = False) -> str:
         now = self.kernel.now
-        parts = [f"L{lease}({self.live.get(lease, 'gone')})={n}" for lease, n in sorted(self.owned.items())
-                 if n and self.limit_of.get(lease) == limit
+        parts = [f"{lease_name(lease)}({self.live.get(lease, 'gone')})={n}"
+                 for lease, n in sorted(self.owned.items(), key=lambda item: lease_order(item[0])) if n and self.limit_of.get(lease) == limit
                  and (not recognised_only or (self.view.expiry(lease) or 0) > now)]
         return f"; owners: {', '.join(parts)}" if parts else ""
 
-    def not_yet_due(self, lease: int) -> bool:
+    def not_yet_due(self, lease: LeaseId) -> bool:
         """``lease`` is valid, or expired too recently for the reaper to have been due: in a run still
         moving (a drain that ran out), a lease granted or renewed late is live, not stranded."""
         return (self.view.expiry(lease) or 0) + self.bounds.reclaim_within > self.kernel.now

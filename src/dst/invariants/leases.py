@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..sut import LeaseId, RunClaim, lease_name
 from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
 
@@ -55,12 +56,13 @@ class NoForeignRelease(Invariant):
     names = CAUSE
     because = "checked at the release or reap itself: giving back slots its lease does not own is the slip"
 
-    def foreign_release(self, lease: int | None, limit: str, n: int, owned: int) -> None:
+    def foreign_release(self, lease: LeaseId | None, limit: str, n: int, owned: int) -> None:
         self.checks += 1
         if lease is None:
             self.fail(f"a release naming no lease gave back {n} slot(s) of {limit!r}: they belonged to another holder")
             return
-        self.fail(f"a release naming L{lease} gave back {n} slot(s) of {limit!r}, but L{lease} owned {owned}: "
+        name = lease_name(lease)
+        self.fail(f"a release naming {name} gave back {n} slot(s) of {limit!r}, but {name} owned {owned}: "
                   f"the slot belonged to another holder")
 
 
@@ -78,7 +80,7 @@ class FencedWrites(Invariant):
         super().__init__(ghost)
         self.highest: dict[str, int] = {}  # write target -> highest token accepted
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self.checks += 1
         highest = self.highest.get(target, 0)
         if token < highest:
@@ -86,7 +88,7 @@ class FencedWrites(Invariant):
                       f"{highest} there")
         self.highest[target] = token
         if self.g.bounds.write_checks_lease and not self.g.recognised_lease(lease, holder):
-            self.fail(f"the resource accepted a write from {holder} under L{lease}, which the authority no longer "
+            self.fail(f"the resource accepted a write from {holder} under {lease_name(lease)}, which the authority no longer "
                       f"recognises ({self.g.lease_state(lease)})")
 
 
@@ -108,7 +110,7 @@ class SingleExecutor(Invariant):
     def work_started(self, client: str, handle: Any, other: str | None) -> None:
         self.checks += 1
         g = self.g
-        if handle.__class__ is not int:
+        if handle.__class__ is RunClaim:
             run = handle.run
             if other is not None and other != client:
                 self.fail(f"{client} starts run {run} while {other} still works on it: two executions")
@@ -117,7 +119,7 @@ class SingleExecutor(Invariant):
                           f"({g.claim_state(run)})")
             return
         if not g.recognised_lease(handle, client):
-            self.fail(f"{client} starts work under L{handle}, which the authority no longer recognises "
+            self.fail(f"{client} starts work under {lease_name(handle)}, which the authority no longer recognises "
                       f"({g.lease_state(handle)})")
         limit = g.limit_of.get(handle)
         if limit is not None and g.working_on[limit] > g.limits[limit]:
@@ -128,7 +130,7 @@ class SingleExecutor(Invariant):
     def work_stopped(self, client: str, handle: Any) -> None:
         self.checks += 1
         g, now = self.g, self.g.kernel.now
-        if handle.__class__ is not int:
+        if handle.__class__ is RunClaim:
             held = g.runs_view.claim_of(handle.run) if g.runs_view is not None else None
             if held is None or held.token != handle.token or held.idle_since + g.bounds.claim_timeout < now:
                 self.fail(f"{client} worked on run {handle.run} until t={now} under claim {handle.token}, past the "
@@ -136,12 +138,12 @@ class SingleExecutor(Invariant):
             return
         expiry = g.view.expiry(handle)
         if expiry is None or expiry < now:
-            self.fail(f"{client} worked under L{handle} until t={now}, past the moment the authority stopped "
+            self.fail(f"{client} worked under {lease_name(handle)} until t={now}, past the moment the authority stopped "
                       f"recognising it ({g.lease_state(handle)})")
 
-    def removed_while_working(self, client: str, lease: int) -> None:
+    def removed_while_working(self, client: str, lease: LeaseId) -> None:
         self.checks += 1
-        self.fail(f"L{lease} was removed while {client} works under it")
+        self.fail(f"{lease_name(lease)} was removed while {client} works under it")
 
 
 @invariant
@@ -156,12 +158,12 @@ class StrandedSlot(Invariant):
     because = ("a slot left held is where a lost lease, a count off by one and an immortal TTL all end, long after "
                "the slip")
 
-    def client_died(self, client: str, held: list[int]) -> None:
+    def client_died(self, client: str, held: list[LeaseId]) -> None:
         if held:
             now = self.g.kernel.now
             self.g.kernel.after(self.g.bounds.reclaim_within, self._check_reclaimed, (client, held, now, now))
 
-    def _check_reclaimed(self, arg: tuple[str, list[int], int, int]) -> None:
+    def _check_reclaimed(self, arg: tuple[str, list[LeaseId], int, int]) -> None:
         client, held, died, window_start = arg
         g, within = self.g, self.g.bounds.reclaim_within
         if g.server.rearmed(window_start, within, self._check_reclaimed, lambda start: (client, held, died, start)):
@@ -169,7 +171,7 @@ class StrandedSlot(Invariant):
         self.checks += 1
         for lease in held:
             if lease in g.live:
-                self.fail(f"L{lease} of {client}, which died at t={died}, still holds {g.owned.get(lease, 0)} "
+                self.fail(f"{lease_name(lease)} of {client}, which died at t={died}, still holds {g.owned.get(lease, 0)} "
                           f"slot(s) of {g.limit_of[lease]!r} {within}ms later ({g.lease_state(lease)})")
 
     def quiet_period_over(self, served_until: int | None, busy: frozenset[str]) -> None:
@@ -184,7 +186,7 @@ class StrandedSlot(Invariant):
                 self.fail(f"after the quiet period count({limit})={count}{held}{g.owners(limit)}")
         left = [lease for lease in g.view.lease_ids() if lease not in at_work]
         if left:
-            shown = ", ".join(f"L{lease}({g.live.get(lease, '?')})" for lease in left[:5])
+            shown = ", ".join(f"{lease_name(lease)}({g.live.get(lease, '?')})" for lease in left[:5])
             self.fail(f"after the quiet period {len(left)} lease(s) remain: {shown}")
 
 
@@ -198,10 +200,10 @@ class ExpiryOnlyForward(Invariant):
     names = CAUSE
     because = "checked at the renewal that moved the expiry back"
 
-    def lease_renewed(self, lease: int) -> None:
+    def lease_renewed(self, lease: LeaseId) -> None:
         self.checks += 1
         g = self.g
         before, expiry = g.expiry_before, g.expiry_of.get(lease)
         if before and expiry is not None and expiry < before:
-            self.fail(f"L{lease}'s expiry moved back from t={before} to t={expiry} at a renewal "
+            self.fail(f"{lease_name(lease)}'s expiry moved back from t={before} to t={expiry} at a renewal "
                       f"({g.lease_state(lease)})")
