@@ -75,6 +75,10 @@ With no `--scenario`, the campaign is the default campaign: the embedded default
 scenario shipped for the model (the `runs` scenario, and each catalogue bug's, run with its bug
 switched off and yours on), each also with half its faults aimed at the model's sensitive moments
 (`--aim`), so the first campaign covers the whole model and the moments each bug class needs.
+A model of your own also runs the default with each fault kind no scenario of the campaign turns
+on (a clock skew, a server pause, the slow store: `--enable KIND`) turned on, where the model's
+bounds accept it; the report names every fault kind no seed turned on (`never enabled`, and the
+zeros of `coverage.enabled` in `--json`): nothing they cause was looked for.
 In the opening (8 seeds per scenario of the campaign), half the seeds go to the broad scenarios (the
 default and `runs`, which switch no bug on and exercise the whole model), so a bug any workload
 meets is found about as soon as by those alone; after it, a quarter. A quarter take turns across

@@ -1,4 +1,4 @@
-"""The variations of a scenario a campaign runs: swarm testing, and aimed faults.
+"""The variations of a scenario a campaign runs: swarm testing, aimed faults, and fault kinds turned on.
 
 Swarm testing: each seed also picks which faults are on and how often.
 
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import attrs
 
+from ..faults import BY_NAME, FAULTS, SCHEDULED
 from ..scenario import SCHEDULERS, Scenario
 from ..sim.rng import Streams
+from .bounds import slack_of
 
 
 def swarm(scenario: Scenario, seed: int) -> Scenario:
@@ -54,3 +56,44 @@ def aimed(scenario: Scenario) -> Scenario:
     if not kinds:
         return scenario
     return attrs.evolve(scenario, name=f"{scenario.name}, aimed", faults=attrs.evolve(scenario.faults, **kinds))
+
+
+# What a default campaign turns on where a model's scenarios leave it off (``dst run --enable KIND``): each
+# scheduled fault kind, and the slow store round trip. A service's first campaign then meets the clock skew, the
+# server pause and the slow store its own scenarios never asked for.
+ENABLE: tuple[str, ...] = (*(kind.name for kind in SCHEDULED), "slow")
+ENABLE_RATE = 0.5  # a scheduled kind turned on: occurrences per virtual minute, over the registry's durations
+ENABLE_SLOW = 0.01  # the slow store turned on: the chance a round trip is slow, by the scenario's store_slow_by
+
+
+def enabled_kinds(scenario: Scenario) -> tuple[str, ...]:
+    """The fault kinds of the registry (:data:`dst.faults.FAULTS`) that ``scenario`` turns on: a scheduled kind
+    with a rate above zero, a pinned one whose chance (``network.loss``, ``model.store_slow``) is above zero."""
+    rates = dict(scenario.faults.kinds())
+    on = []
+    for kind in FAULTS:
+        if kind.pinned:
+            section, _, key = kind.chance[0].partition(".")
+            if getattr(getattr(scenario, section), key) > 0:
+                on.append(kind.name)
+        elif rates[kind.name].rate > 0:
+            on.append(kind.name)
+    return tuple(on)
+
+
+def enable(scenario: Scenario, kind: str) -> Scenario:
+    """The scenario with fault kind ``kind`` (one of :data:`ENABLE`) turned on where it leaves it off, named so:
+    a scheduled kind at :data:`ENABLE_RATE` over the registry's durations, the slow store at :data:`ENABLE_SLOW`
+    with its quiet period longer by the slack a slow round trip adds (the model's bounds ask for it). A kind the
+    scenario turns on already is left as it is."""
+    if kind not in ENABLE:
+        raise ValueError(f"expected a fault kind to turn on ({', '.join(ENABLE)}), got {kind!r}")
+    if kind in enabled_kinds(scenario):
+        return scenario
+    name = f"{scenario.name}, with {kind}"
+    if kind == "slow":
+        slow = attrs.evolve(scenario, name=name, model=attrs.evolve(scenario.model, store_slow=ENABLE_SLOW))
+        return attrs.evolve(slow, run=attrs.evolve(scenario.run, quiet=scenario.run.quiet + slack_of(slow)
+                                                   - slack_of(scenario)))
+    fault = attrs.evolve(dict(scenario.faults.kinds())[kind], rate=ENABLE_RATE, duration=BY_NAME[kind].duration)
+    return attrs.evolve(scenario, name=name, faults=attrs.evolve(scenario.faults, **{kind: fault}))
