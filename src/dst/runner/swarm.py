@@ -12,9 +12,11 @@ The choice is a pure function of the seed, so ``dst run --seed N --swarm`` is th
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
-from ..faults import BY_NAME, FAULTS, SCHEDULED
+from ..faults import BY_NAME, FAULTS, SCHEDULED, FaultKind
 from ..scenario import SCHEDULERS, Scenario
 from ..sim.rng import Streams
 from .bounds import slack_of
@@ -59,41 +61,45 @@ def aimed(scenario: Scenario) -> Scenario:
 
 
 # What a default campaign turns on where a model's scenarios leave it off (``dst run --enable KIND``): each
-# scheduled fault kind, and the slow store round trip. A service's first campaign then meets the clock skew, the
-# server pause and the slow store its own scenarios never asked for.
-ENABLE: tuple[str, ...] = (*(kind.name for kind in SCHEDULED), "slow")
+# scheduled fault kind, and the pinned kinds the model's own keys draw (the slow store round trip; the network's
+# are in the embedded default already). A service's first campaign then meets the clock skew, the server pause and
+# the slow store its own scenarios never asked for.
+ENABLE: tuple[str, ...] = (*(kind.name for kind in SCHEDULED),
+                           *(kind.name for kind in FAULTS if kind.pinned and kind.chance[0].startswith("model.")))
 ENABLE_RATE = 0.5  # a scheduled kind turned on: occurrences per virtual minute, over the registry's durations
-ENABLE_SLOW = 0.01  # the slow store turned on: the chance a round trip is slow, by the scenario's store_slow_by
+ENABLE_CHANCE = 0.01  # a pinned kind turned on: the chance a round trip draws it, over the scenario's durations
+
+
+def _chance(scenario: Scenario, kind: FaultKind) -> tuple[Any, str, float]:
+    """A pinned kind's chance in ``scenario``: the section holding it, its key, its value."""
+    section, _, key = kind.chance[0].partition(".")
+    holder = getattr(scenario, section)
+    return holder, key, getattr(holder, key)
 
 
 def enabled_kinds(scenario: Scenario) -> tuple[str, ...]:
     """The fault kinds of the registry (:data:`dst.faults.FAULTS`) that ``scenario`` turns on: a scheduled kind
     with a rate above zero, a pinned one whose chance (``network.loss``, ``model.store_slow``) is above zero."""
     rates = dict(scenario.faults.kinds())
-    on = []
-    for kind in FAULTS:
-        if kind.pinned:
-            section, _, key = kind.chance[0].partition(".")
-            if getattr(getattr(scenario, section), key) > 0:
-                on.append(kind.name)
-        elif rates[kind.name].rate > 0:
-            on.append(kind.name)
-    return tuple(on)
+    return tuple(kind.name for kind in FAULTS
+                 if (_chance(scenario, kind)[2] if kind.pinned else rates[kind.name].rate) > 0)
 
 
 def enable(scenario: Scenario, kind: str) -> Scenario:
     """The scenario with fault kind ``kind`` (one of :data:`ENABLE`) turned on where it leaves it off, named so:
-    a scheduled kind at :data:`ENABLE_RATE` over the registry's durations, the slow store at :data:`ENABLE_SLOW`
-    with its quiet period longer by the slack a slow round trip adds (the model's bounds ask for it). A kind the
-    scenario turns on already is left as it is."""
+    a scheduled kind at :data:`ENABLE_RATE` over the registry's durations, a pinned one at :data:`ENABLE_CHANCE`
+    with the quiet period longer by the slack it adds (the model's bounds ask for it: a slow round trip delays
+    what settles). A kind the scenario turns on already is left as it is."""
     if kind not in ENABLE:
         raise ValueError(f"expected a fault kind to turn on ({', '.join(ENABLE)}), got {kind!r}")
     if kind in enabled_kinds(scenario):
         return scenario
-    name = f"{scenario.name}, with {kind}"
-    if kind == "slow":
-        slow = attrs.evolve(scenario, name=name, model=attrs.evolve(scenario.model, store_slow=ENABLE_SLOW))
-        return attrs.evolve(slow, run=attrs.evolve(scenario.run, quiet=scenario.run.quiet + slack_of(slow)
-                                                   - slack_of(scenario)))
-    fault = attrs.evolve(dict(scenario.faults.kinds())[kind], rate=ENABLE_RATE, duration=BY_NAME[kind].duration)
-    return attrs.evolve(scenario, name=name, faults=attrs.evolve(scenario.faults, **{kind: fault}))
+    fault, name = BY_NAME[kind], f"{scenario.name}, with {kind}"
+    if fault.pinned:
+        holder, key, _ = _chance(scenario, fault)
+        section = fault.chance[0].partition(".")[0]
+        on = attrs.evolve(scenario, name=name, **{section: attrs.evolve(holder, **{key: ENABLE_CHANCE})})
+        return attrs.evolve(on, run=attrs.evolve(scenario.run, quiet=scenario.run.quiet + slack_of(on)
+                                                 - slack_of(scenario)))
+    rate = attrs.evolve(dict(scenario.faults.kinds())[kind], rate=ENABLE_RATE, duration=fault.duration)
+    return attrs.evolve(scenario, name=name, faults=attrs.evolve(scenario.faults, **{kind: rate}))
