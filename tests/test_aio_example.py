@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from dst.runner import run
@@ -122,3 +123,18 @@ def test_one_seed_gives_the_same_bytes_in_a_fresh_process_with_another_hash_seed
         assert done.returncode == 0, done.stderr
         digests.add(json.loads(done.stdout)["trace_digest"])
     assert digests == {run(load_scenario(scenario), 3).digest}
+
+
+def test_a_reaper_that_deletes_a_just_renewed_lease_is_caught_at_the_delete_and_releases_are_not():
+    from dst.runner.swarm import swarm
+
+    scenario = load_scenario(str(EXAMPLE / "scenarios" / "reaper-no-recheck.toml"))
+    result = run(swarm(scenario, 1), 1)
+    assert result.violation is not None and result.violation.invariant == "removed-before-expiry"
+    assert " by the server's own work (boot." in result.violation.message  # the reaper: a task of the boot's
+    # The correct form, its holders releasing their own valid leases all along: never accused.
+    for seed in (1, 2, 3):
+        correct = run(attrs.evolve(scenario, bugs=()), seed)
+        assert correct.ok, correct.violation
+        assert "removed-before-expiry" in correct.invariants
+        assert any(" removed (" in text for _, _, kind, text in correct.trace if kind == "store")

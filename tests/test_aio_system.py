@@ -213,9 +213,11 @@ def test_lease_ids_of_the_services_own_kind_go_everywhere_an_int_goes():
     # The reaper takes c1's lease while it works: the violation, the slice and the page name the service's id.
     one = [steps[0]]
     result = run(scripted("uuid_leases_early_reaper", one), 1)
-    assert result.violation is not None and result.violation.invariant == "single-executor"
+    assert result.violation is not None and result.violation.invariant == "removed-before-expiry"
     [lease] = {text.split()[0] for _, _, kind, text in result.trace if kind == "store"}
-    assert result.violation.message == f"{lease} was removed while c1 works under it"
+    assert result.violation.message.startswith(f"{lease} of c1 was removed at t=505 by the server's own work")
+    [then] = result.consequences
+    assert (then.invariant, then.message) == ("single-executor", f"{lease} was removed while c1 works under it")
     sliced = [text for _, _, _, text in result.causal()]
     assert any(text.startswith(f"{lease} stored for c1") for text in sliced)
     assert any(text.startswith(f"{lease} removed (c1's") for text in sliced)

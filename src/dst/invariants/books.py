@@ -12,7 +12,7 @@ only that; nothing rescans all state.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..sim.kernel import Kernel, StopRun
 from ..sut import Bounds, Cancel, LeaseId, LeaseView, ResourceView, RunClaim, RunView, lease_name, lease_order
@@ -29,6 +29,8 @@ HOOKS = (
                               # RunClaim, with ``other`` the worker already working on that run, if any)
     "work_stopped",           # (client, handle): ... and stops it
     "removed_while_working",  # (client, lease): a lease was removed while its holder worked under it
+    "lease_removed",          # (lease, holder, expiry, key): a lease was removed; ``expiry``: the one last seen for
+                              # it; ``key``: the server handler whose step removed it (None: no handler's)
     "client_died",            # (client, leases it held): a client incarnation is gone
     "run_state",              # (run, state): a run entered a state
     "update_accepted",        # (run, token, what): an ack or terminal write was accepted
@@ -96,6 +98,8 @@ class Books:
         self.kernel = kernel
         self.limits = limits
         self.view: LeaseView = _NoLeases()
+        self.handling: Callable[[], int | None] = lambda: None  # the server handler whose step runs now (the mode's)
+        self.senders: Mapping[int, str] = {}  # plan step id -> its actor: who sent a request of that step's key
         self.runs_view: RunView | None = None
         self.resource: ResourceView | None = None  # the resource's own state, when it shows it
         self.bounds = Bounds()
@@ -229,7 +233,9 @@ class Books:
         if holder is None:
             return  # a removal reported twice: the books already have it
         limit = self.limit_of[lease]
-        self.expiry_of.pop(lease, None)
+        expiry = self.expiry_of.pop(lease, None)
+        for check in self._watchers["lease_removed"]:
+            check(lease, holder, expiry, self.handling())
         if lease in self.counted:
             self.counted.remove(lease)
             self.recognised[limit] -= self.owned.get(lease, 0)

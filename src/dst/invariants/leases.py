@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..sim.trace import is_background, key_name, step_of
 from ..sut import LeaseId, RunClaim, lease_name
 from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
@@ -207,3 +208,32 @@ class ExpiryOnlyForward(Invariant):
         if before and expiry is not None and expiry < before:
             self.fail(f"{lease_name(lease)}'s expiry moved back from t={before} to t={expiry} at a renewal "
                       f"({g.lease_state(lease)})")
+
+
+@invariant
+class RemovedBeforeExpiry(Invariant):
+    id = "removed-before-expiry"
+    title = "lease-removed-before-expiry"
+    statement = ("the server's own work (its reaper, a sweep, a request of another client's) never removes a lease "
+                 "whose stored expiry is still ahead: only its holder's release ends a lease the authority recognises")
+    parts = LEASES
+    names = CAUSE
+    because = ("checked at the removal, from what the store shows (the expiry last seen for the lease) and whose "
+               "handler made it: a reaper that deletes a lease just renewed is the slip, whether or not its holder "
+               "was working then")
+
+    def lease_removed(self, lease: LeaseId, holder: str, expiry: int | None, key: int | None) -> None:
+        if key is None:
+            return  # no handler's step (dst's own, a crash's roll-back): nobody to blame
+        now = self.g.kernel.now
+        if is_background(key):
+            by = f"the server's own work ({key_name(key)})"
+        else:
+            sender = self.g.senders.get(step_of(key) or 0)
+            if sender is None or sender == holder:
+                return  # the holder's own release (or a request dst cannot place): its to end
+            by = f"a request of {sender}'s ({key_name(key)})"
+        self.checks += 1
+        if expiry is not None and expiry > now:
+            self.fail(f"{lease_name(lease)} of {holder} was removed at t={now} by {by}, while its stored expiry was "
+                      f"t={expiry}: the authority took a lease it still recognised")

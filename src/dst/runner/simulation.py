@@ -114,7 +114,7 @@ class Simulation:
         check_bounds(scenario, bounds, slack, has_runs, self.invariants)
         world.traced.view = system.leases
         world.ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
-                          resource=system.resource,
+                          resource=system.resource, handling=mode.handling, senders={s.id: s.actor for s in self.plan},
                           bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                               transition_within=bounds.transition_within + slack))
         world.ghost.recorder = self._violated
