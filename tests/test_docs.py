@@ -155,3 +155,14 @@ def test_no_file_holds_a_merge_conflict_marker() -> None:
     marked = [str(p.relative_to(root)) for p in tracked
               if any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in p.read_text(errors="replace").splitlines())]
     assert marked == []
+
+
+def _marked(path: Path, mark: str) -> str:
+    """The python block that follows ``<!-- mark -->`` in ``path``."""
+    match = re.search(rf"<!-- {re.escape(mark)} -->\n```python\n(.*?)```", path.read_text(), re.S)
+    assert match is not None, f"{path.name} has no python block marked {mark!r}"
+    return match.group(1)
+
+
+def test_the_asyncio_pages_measured_rounding_is_what_the_loop_does():
+    exec(compile(_marked(ROOT / "docs" / "asyncio.md", "rounding: measured"), "asyncio.md", "exec"), {})
