@@ -476,3 +476,37 @@ def build_client_clock(env: sut.Env[object]) -> aio.System:
 
 
 client_clock = sut.Model(build_client_clock)
+
+
+def build_chatty(env: sut.Env[object]) -> aio.System:
+    """A service and a client library that log as real ones do: a retry warning, a handler's info line, an error
+    with its exception, to a StreamHandler on stderr set up as a library sets one up."""
+    import logging
+    import sys
+
+    log = logging.getLogger("chatty")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+    async def server() -> object:
+        async def acquire(req: Acquire) -> Done:
+            log.info("granting %s to %s", req.limit, req.holder)
+            try:
+                raise ValueError("the store said no")
+            except ValueError:
+                log.exception("the store failed once")
+            return Done("granted")
+
+        return {Acquire: acquire}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        logging.getLogger("chatty.client").warning("retrying request (1 of 3)")  # the last-resort handler's
+        return str((await aio.call(Acquire("db", 1, client))).what)
+
+    return aio.System(server=server, job=job)
+
+
+chatty = sut.Model(build_chatty)

@@ -223,3 +223,24 @@ def test_lease_ids_of_the_services_own_kind_go_everywhere_an_int_goes():
     assert any(text.startswith(f"{lease} removed (c1's") for text in sliced)
     [bar] = page_data(result, Source("t", "dst run"))["leases"]
     assert bar["lease"] == lease and bar["holder"] == "c1" and bar["ended"] == "removed"
+
+
+def test_the_services_log_lines_are_kept_off_the_terminal_and_shown_in_the_trace_in_virtual_time(capsys, tmp_path):
+    path = scenario_file(tmp_path, "chatty")
+    assert main(["run", "--seed", "1", "--scenario", path]) == 0
+    out, err = capsys.readouterr()
+    assert "chatty" not in err and "retrying" not in out + err  # nothing of the service's between dst's lines
+    assert "result" in out and "no violation" in out  # dst's own report, whole
+    assert main(["run", "--seed", "1", "--scenario", path, "--trace"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = [" ".join(line.split()) for line in out.splitlines() if " log " in line]
+    assert lines == ["t= 0s c1 log WARNING chatty.client: retrying request (1 of 3)",
+                     "t= 19ms server log INFO chatty: granting db to c1",
+                     "t= 19ms server log ERROR chatty: the store failed once (ValueError: the store said no)"], lines
+    result = run(parse_scenario({**BASE, "model": {**BASE["model"], "impl": "aio_models:chatty"},
+                                 "steps": [{"at": "0s", "actor": "c1", "action": "acquire"}]}, "<t>"), 1)
+    again = run(parse_scenario({**BASE, "model": {**BASE["model"], "impl": "aio_models:chatty"},
+                                "steps": [{"at": "0s", "actor": "c1", "action": "acquire"}]}, "<t>"), 1)
+    assert result.logs == again.logs and len(result.logs) == 3  # kept, in deterministic text
+    assert not any(kind == "log" for _, _, kind, _ in result.trace)  # apart from the trace: no digest moves

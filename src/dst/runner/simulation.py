@@ -300,6 +300,7 @@ class Simulation:
                             [v.invariant for v in (violation, *consequences) if v is not None]),
             plan_given=self.plan_given, consequences=tuple(consequences),
             decided=stop if violation is None else max(stop, violation.step), periods=world.server.periods,
+            logs=tuple(world.logs),
         )
         world.clear()
         return result
