@@ -126,6 +126,9 @@ class Books:
         self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
         self.working: dict[str, LeaseId] = {}  # client -> lease it works under right now
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
+        # Every slice of protected work, for the page: [client, handle, start, end (None: under way)].
+        self.work_slices: list[list[Any]] = []
+        self._slice_of: dict[str, list[Any]] = {}  # client -> its slice under way
         self._dirty: list[str] = []  # limits touched since the last settle
         self._removed_while_working: list[tuple[str, LeaseId]] = []
         self.token_of: dict[LeaseId, int] = {}  # lease -> the token it was handed
@@ -297,6 +300,8 @@ class Books:
                 check(request.run)
 
     def work_started(self, client: str, handle: Any) -> None:
+        self._slice_of[client] = piece = [client, handle, self.kernel.now, None]
+        self.work_slices.append(piece)
         if handle.__class__ is not RunClaim:  # a lease id, of whatever kind the service's are
             limit = self.limit_of.get(handle)
             self.working[client] = handle
@@ -313,6 +318,9 @@ class Books:
             check(client, handle, other)
 
     def work_stopped(self, client: str, handle: Any) -> None:
+        piece = self._slice_of.pop(client, None)
+        if piece is not None:
+            piece[3] = self.kernel.now
         if handle.__class__ is not RunClaim:
             del self.working[client]
             limit = self.limit_of.get(handle)
@@ -325,6 +333,9 @@ class Books:
 
     def client_died(self, client: str) -> None:
         """A client incarnation is gone: its leases must be reclaimed in time."""
+        piece = self._slice_of.pop(client, None)
+        if piece is not None:
+            piece[3] = self.kernel.now  # its work ends with it
         watchers = self._watchers["client_died"]
         if watchers:
             held = [lease for lease in sorted(self.live, key=lease_order) if self.live[lease] == client]
@@ -372,6 +383,12 @@ class Books:
     def quiet_period_over(self, served_until: int | None, busy: frozenset[str] = frozenset()) -> None:
         for check in self._watchers["quiet_period_over"]:
             check(served_until, busy)
+
+    def worked(self, until: int) -> tuple[tuple[str, str, int, int], ...]:
+        """Every slice of protected work: (client, what it worked under, as dst names it, start, end); a slice
+        still under way ends at ``until``."""
+        return tuple((client, f"run {handle.run}" if handle.__class__ is RunClaim else lease_name(handle), start,
+                      until if end is None else end) for client, handle, start, end in self.work_slices)
 
     # --- what units ask ---------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ class LeaseBar:
     renewals: tuple[int, ...]  # a claim's: its heartbeats the server answered
     events: tuple[int, ...]  # trace indexes: its grant, renewals and its end, if the trace says it
     what: str = "lease"  # or "claim": a worker's claim on a run
+    renewed_to: tuple[int, ...] = ()  # a lease's: the expiry each of its renewals set (a claim's: none)
 
     @property
     def start(self) -> int:
@@ -81,6 +82,7 @@ class _Lease:
     ended: str = ""
     renewals: list[int] = attrs.Factory(list)
     events: list[int] = attrs.Factory(list)
+    renewed_to: list[int] = attrs.Factory(list)  # the expiry each renewal set
 
 
 def _server_replies(raw_trace: Sequence[Event]) -> Iterator[tuple[int, int, Any, Any, str]]:
@@ -131,6 +133,7 @@ def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
             else:
                 last[1] = expiry
             named.renewals.append(now)
+            named.renewed_to.append(expiry)
             named.events.append(i)
         elif _field(response, "reason") is None:  # done: a release, or an evict of a seat's holder
             seat = _field(request, "seat")
@@ -159,6 +162,7 @@ def _stored_leases(raw_trace: Sequence[Event]) -> list[_Lease]:
             else:
                 lease.spans[-1] = [start, args[1]]
             lease.renewals.append(event[0])
+            lease.renewed_to.append(args[1])
             lease.events.append(i)
         elif (args := detail_args(event, REMOVED_ANY)) is not None and args[0] in live:
             _end(live.pop(args[0]), event[0], "removed", i)
@@ -187,7 +191,8 @@ def _bar(lease: _Lease, run_end: int, what: str = "lease") -> LeaseBar:
     if spans[-1][1] > run_end:
         spans[-1], ended = (spans[-1][0], run_end), _HELD_AT_END
     return LeaseBar(lease_name(lease.lease) if what == "lease" else f"run {lease.lease}", lease.holder, lease.token,
-                    lease.seat, lease.limit, tuple(spans), ended, tuple(lease.renewals), tuple(lease.events), what)
+                    lease.seat, lease.limit, tuple(spans), ended, tuple(lease.renewals), tuple(lease.events), what,
+                    tuple(lease.renewed_to))
 
 
 # The runs part of the reference protocol, read the same way: a reply with ``run``, ``token`` and ``work``

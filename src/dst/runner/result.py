@@ -91,6 +91,9 @@ class RunResult:
     # What the model logged with the logging module, kept off the terminal: (time, process, how many trace events
     # came before it, its line). Not in the trace, nor its digest: ``events_with_logs`` puts them in their place.
     logs: tuple[tuple[int, str, int, str], ...] = ()
+    # The clients' protected work (dst.sut.work, dst.aio.work): (client, the lease or run it worked under, start,
+    # end), for the page.
+    work: tuple[tuple[str, str, int, int], ...] = ()
 
     def events_with_logs(self) -> list[tuple[int, str, str, str]]:
         """The formatted trace with each log line in its place, as an event ``log`` of the process that logged it."""

@@ -300,7 +300,7 @@ class Simulation:
                             [v.invariant for v in (violation, *consequences) if v is not None]),
             plan_given=self.plan_given, consequences=tuple(consequences),
             decided=stop if violation is None else max(stop, violation.step), periods=world.server.periods,
-            logs=tuple(world.logs),
+            logs=tuple(world.logs), work=world.ghost.worked(kernel.now),
         )
         world.clear()
         return result
