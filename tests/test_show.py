@@ -86,7 +86,7 @@ def test_the_page_shows_work_a_renewals_new_expiry_and_a_clock_skews_amount():
     assert lease["renewals"] and len(lease["renewed_to"]) == len(lease["renewals"])
     assert all(to > at for at, to in zip(lease["renewals"], lease["renewed_to"]))  # each renewal's new expiry
     [skew] = [f for f in data["faults"] if f["kind"] == "clock_skew"]
-    assert skew["amount"] == "set back 30s" and skew["start"] == 10_000
+    assert skew["amount"] == "by 30s" and skew["start"] == 10_000
     work = data["work"]
     assert work and {w["lease"] for w in work} == {"L1"} and all(w["lane"] == lease["lane"] for w in work)
     assert sum(w["end"] - w["start"] for w in work) == 100_000  # the job's whole work, in its slices

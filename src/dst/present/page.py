@@ -88,12 +88,14 @@ def _rows(bars: Sequence[LeaseBar]) -> list[int]:
 
 
 def _amounts(result: RunResult) -> dict[tuple[str, str, int], str]:
-    """What a fault's span is drawn with besides its kind: a clock skew's amount (``by``), from its plan step."""
+    """What a fault's span is drawn with besides its kind: the duration its plan step gives (a clock skew's
+    ``by 30s``, a pause's ``for 5s``), which its trace event may not say."""
     out = {}
     for step in result.plan:
         fault = fault_of(step)
-        if fault is not None and fault.name == "clock_skew":
-            out[(fault.name, step.actor, step.at)] = f"set back {format_duration(step.number('by'))}"
+        if fault is not None and fault.duration_arg and not fault.pinned:
+            ms = step.number(fault.duration_arg)
+            out[(fault.name, step.actor, step.at)] = f"{fault.duration_arg} {format_duration(ms)}"
     return out
 
 
