@@ -172,7 +172,8 @@ def dst(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(Path(dst_package.__file__).parents[1])]))  # this dst
+    this_dst = str(Path(dst_package.__file__).parents[1])  # the dst this test runs, not another installed one
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), this_dst]))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=folder,
                           env=env, capture_output=True, text=True)
 

@@ -86,14 +86,16 @@ class Observer:
         now = {row.id: row for row in self.table.leases()}
         self.rows = now
         at, trace = self.clock.now, self.trace
-        for lease in sorted(before.keys() - now.keys(), key=lease_order):  # gone first: a slot given back may be taken again at once
+        # Gone first: a slot given back may be taken again at once.
+        for lease in sorted(before.keys() - now.keys(), key=lease_order):
             row = before[lease]
             trace.append((at, "server", "store", lease_event(REMOVED, lease, row.holder, row.slots, row.limit)))
             facts.lease_removed(lease)
             facts.slots_returned(lease, row.limit, row.slots)
         for lease in sorted(now.keys() - before.keys(), key=lease_order):
             row = now[lease]
-            trace.append((at, "server", "store", lease_event(STORED, lease, row.holder, row.slots, row.limit, row.expiry)))
+            trace.append((at, "server", "store",
+                          lease_event(STORED, lease, row.holder, row.slots, row.limit, row.expiry)))
             facts.slots_taken(lease, row.limit, row.slots)
             facts.lease_stored(lease, row.holder, row.limit, row.token, row.target)
         for lease in sorted(now.keys() & before.keys(), key=lease_order):

@@ -170,9 +170,10 @@ holder's lane from its grant to its removal (a release, the reaper, a restart th
 expiry (labelled with its id and fencing token, each renewal a tick with the expiry it set), the
 client's protected work a dark strip along it, each claim a worker holds on a run a bar from its
 delivery to its ack (or until the run is delivered again), faults as marks or shaded spans in their
-timeline colours (with the duration their step gives: a clock skew `by 30s`), messages as arrows from sender to receiver, the
-violation marked, and its causal slice highlighted (a checkbox hides the rest). It opens fitted to
-the slice (the whole run without a violation); `fit run` shows all of it, `fit slice` the slice again.
+timeline colours (with the duration their step gives: a clock skew `by 30s`), messages as arrows
+from sender to receiver, the violation marked, and its causal slice highlighted (a checkbox hides
+the rest). It opens fitted to the slice (the whole run without a violation); `fit run` shows all of
+it, `fit slice` the slice again.
 Hover or click shows an event's detail; the wheel zooms and dragging pans. It prints the page's path. An existing
 file is replaced only if it is a page `dst show` wrote, or with `--force`, and only a regular file:
 a folder, FIFO or device is never written over. The same run gives the same bytes. It exits `0`

@@ -418,7 +418,8 @@ class Books:
     def owners(self, limit: str, recognised_only: bool = False) -> str:
         now = self.kernel.now
         parts = [f"{lease_name(lease)}({self.live.get(lease, 'gone')})={n}"
-                 for lease, n in sorted(self.owned.items(), key=lambda item: lease_order(item[0])) if n and self.limit_of.get(lease) == limit
+                 for lease, n in sorted(self.owned.items(), key=lambda item: lease_order(item[0]))
+                 if n and self.limit_of.get(lease) == limit
                  and (not recognised_only or (self.view.expiry(lease) or 0) > now)]
         return f"; owners: {', '.join(parts)}" if parts else ""
 

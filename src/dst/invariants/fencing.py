@@ -32,7 +32,8 @@ class UniqueTokens(Invariant):
             self.fail(f"token {token} was handed to {lease_name(lease)}, and to {lease_name(first)} before it")
         newest = self.g.newest_token.get(target)
         if newest is not None and token <= newest:
-            self.fail(f"{lease_name(lease)} was handed token {token} for {target}, where token {newest} was handed out before")
+            self.fail(f"{lease_name(lease)} was handed token {token} for {target}, where token {newest} was handed out "
+                      f"before")
 
 
 @invariant
@@ -59,8 +60,8 @@ class ExclusiveSeats(Invariant):
         others = sorted((other for other in g.on_target.get(target, ()) if other != lease
                          and (g.view.expiry(other) or 0) > now), key=lease_order)
         if others and (g.view.expiry(lease) or 0) > now:
-            self.fail(f"{lease_name(lease)} and {lease_name(others[0])} both hold {target}, and the authority recognises both "
-                      f"({g.lease_state(lease)}; {g.lease_state(others[0])})")
+            self.fail(f"{lease_name(lease)} and {lease_name(others[0])} both hold {target}, and the authority "
+                      f"recognises both ({g.lease_state(lease)}; {g.lease_state(others[0])})")
 
 
 @invariant

@@ -89,8 +89,8 @@ class FencedWrites(Invariant):
                       f"{highest} there")
         self.highest[target] = token
         if self.g.bounds.write_checks_lease and not self.g.recognised_lease(lease, holder):
-            self.fail(f"the resource accepted a write from {holder} under {lease_name(lease)}, which the authority no longer "
-                      f"recognises ({self.g.lease_state(lease)})")
+            self.fail(f"the resource accepted a write from {holder} under {lease_name(lease)}, which the authority no "
+                      f"longer recognises ({self.g.lease_state(lease)})")
 
 
 @invariant
@@ -139,8 +139,8 @@ class SingleExecutor(Invariant):
             return
         expiry = g.view.expiry(handle)
         if expiry is None or expiry < now:
-            self.fail(f"{client} worked under {lease_name(handle)} until t={now}, past the moment the authority stopped "
-                      f"recognising it ({g.lease_state(handle)})")
+            self.fail(f"{client} worked under {lease_name(handle)} until t={now}, past the moment the authority "
+                      f"stopped recognising it ({g.lease_state(handle)})")
 
     def removed_while_working(self, client: str, lease: LeaseId) -> None:
         self.checks += 1
@@ -172,8 +172,9 @@ class StrandedSlot(Invariant):
         self.checks += 1
         for lease in held:
             if lease in g.live:
-                self.fail(f"{lease_name(lease)} of {client}, which died at t={died}, still holds {g.owned.get(lease, 0)} "
-                          f"slot(s) of {g.limit_of[lease]!r} {within}ms later ({g.lease_state(lease)})")
+                self.fail(f"{lease_name(lease)} of {client}, which died at t={died}, still holds "
+                          f"{g.owned.get(lease, 0)} slot(s) of {g.limit_of[lease]!r} {within}ms later "
+                          f"({g.lease_state(lease)})")
 
     def quiet_period_over(self, served_until: int | None, busy: frozenset[str]) -> None:
         self.checks += 1

@@ -40,7 +40,8 @@ class TracedFacts:
         expiry = None if self.view is None else self.view.expiry(lease)
         if expiry is not None:
             self.held[lease] = (holder, slots, limit)
-            self.trace.append((self.kernel.now, "server", "store", lease_event(STORED, lease, holder, slots, limit, expiry)))
+            self.trace.append((self.kernel.now, "server", "store",
+                               lease_event(STORED, lease, holder, slots, limit, expiry)))
         self.facts.lease_stored(lease, holder, limit, token, target)
 
     def lease_renewed(self, lease: LeaseId, limit: str) -> None:
