@@ -45,7 +45,7 @@ def main() -> None:
 
     def drop_in() -> float:
         with installed():
-            return dst.aio.run(through_the_drop_in(), seed=1)
+            return dst.aio.run(through_the_drop_in(), seed=1, folder=os.path.dirname(path))
 
     def enter_exit() -> float:
         began = time.process_time()

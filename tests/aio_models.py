@@ -263,3 +263,265 @@ def build_crash_hook(env: sut.Env[object]) -> aio.System:
 
 
 crash_hook = sut.Model(build_crash_hook)
+
+
+@sut.message
+class Take:
+    """Acquire one slot of ``limit`` for ``holder``."""
+
+    limit: str
+    holder: str
+
+
+@sut.message
+class Taken:
+    lease: object  # the service's own id: a UUID string, or a uuid.UUID
+    expiry: int
+
+
+@sut.message
+class Give:
+    lease: object
+    holder: str
+
+
+class UuidLeases:
+    """A lease service whose ids are UUIDs (strings, or ``uuid.UUID`` objects), with a reaper; ``bug``: "reaper"
+    deletes what it read as expired without a second look, after a round trip (a renewal may land between)."""
+
+    def __init__(self, env: sut.Env[object], as_objects: bool, bug: str | None) -> None:
+        self.env, self.as_objects, self.bug = env, as_objects, bug
+        self.counts = {name: 0 for name in env.limits}
+        self.rows: dict[object, tuple[str, str, int]] = {}  # lease -> (holder, limit, expiry)
+        self.version_ = 0
+
+    def _now(self) -> int:
+        return aio.virtual_ms(time.time())
+
+    async def take(self, req: Take) -> Taken | Done:
+        if self.counts[req.limit] >= self.env.limits[req.limit]:
+            return Done("full")
+        import uuid
+        lease: object = uuid.uuid4() if self.as_objects else str(uuid.uuid4())
+        expiry = self._now() + 2_000
+        self.counts[req.limit] += 1
+        self.rows[lease] = (req.holder, req.limit, expiry)
+        self.version_ += 1
+        return Taken(lease, expiry)
+
+    async def give(self, req: Give) -> Done:
+        row = self.rows.pop(req.lease, None)
+        if row is not None:
+            self.counts[row[1]] -= 1
+            self.version_ += 1
+        return Done("released")
+
+    async def reap(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            expired = [lease for lease, row in self.rows.items() if row[2] <= self._now()]
+            if self.bug == "reaper" and not expired:
+                expired = [lease for lease, row in self.rows.items() if row[2] <= self._now() + 1_900]
+            await aio.round_trip()
+            for lease in expired:
+                row = self.rows.pop(lease, None)
+                if row is not None:
+                    self.counts[row[1]] -= 1
+                    self.version_ += 1
+
+    # the LeaseTable the harness reads
+    def version(self) -> object:
+        return self.version_
+
+    def leases(self) -> list[aio.LeaseRow]:
+        return [aio.LeaseRow(lease, holder, limit, 1, expiry) for lease, (holder, limit, expiry) in self.rows.items()]
+
+    def count(self, limit: str) -> int:
+        return self.counts[limit]
+
+    def expiry(self, lease: object) -> int | None:
+        row = self.rows.get(lease)
+        return row[2] if row is not None else None
+
+    def lease_ids(self) -> list[object]:
+        return sorted(self.rows, key=str)
+
+
+def _uuid_leases(as_objects: bool, bug: str | None = None) -> sut.Model[object]:
+    def build(env: sut.Env[object]) -> aio.System:
+        stores = UuidLeases(env, as_objects, bug)
+
+        async def server() -> object:
+            asyncio.get_running_loop().create_task(stores.reap())
+            return {Take: stores.take, Give: stores.give}
+
+        async def job(client: str, incarnation: int, order: sut.Order) -> str:
+            taken = await aio.call(Take(order.arg("limit"), client))
+            if not isinstance(taken, Taken):
+                return "full"
+            await aio.work(taken.lease, order.arg("work"))
+            await aio.call(Give(taken.lease, client))
+            return "done"
+
+        return aio.System(server=server, job=job, leases=stores, observe=True,
+                          bounds=sut.Bounds(reclaim_within=3_000))
+
+    return sut.Model(build)
+
+
+uuid_leases, uuid_object_leases = _uuid_leases(False), _uuid_leases(True)
+uuid_leases_early_reaper = _uuid_leases(False, "reaper")
+
+
+@sut.message
+class Stamped:
+    """Acquire (``lease`` None) or renew one slot of ``limit``, sent with the client's wall clock (``sent``, virtual
+    ms) for a server that trusts it."""
+
+    limit: str
+    holder: str
+    lease: object
+    sent: int
+
+
+class ClientClock:
+    """A lease service that computes a lease's expiry from the client's timestamp, not its own clock: correct while
+    the clocks agree, wrong once a client's is set back (its lease runs out before the client times it out)."""
+
+    TTL = 10_000
+
+    def __init__(self, env: sut.Env[object]) -> None:
+        self.limits = dict(env.limits)
+        self.counts = {name: 0 for name in env.limits}
+        self.rows: dict[int, tuple[str, str, int]] = {}  # lease -> (holder, limit, expiry)
+        self.next, self.version_ = 1, 0
+
+    async def stamped(self, req: Stamped) -> Taken | Done:
+        expiry = req.sent + self.TTL  # wrong: the client's clock, where the server's own is the authority
+        if req.lease is not None:
+            row = self.rows.get(req.lease)  # type: ignore[call-overload]
+            if row is None or row[2] <= aio.virtual_ms(time.time()):
+                return Done("lost")
+            self.rows[req.lease] = (row[0], row[1], max(row[2], expiry))  # type: ignore[index]
+            self.version_ += 1
+            return Taken(req.lease, expiry)
+        if self.counts[req.limit] >= self.limits[req.limit]:
+            return Done("full")
+        lease, self.next = self.next, self.next + 1
+        self.counts[req.limit] += 1
+        self.rows[lease] = (req.holder, req.limit, expiry)
+        self.version_ += 1
+        return Taken(lease, expiry)
+
+    async def give(self, req: Give) -> Done:
+        row = self.rows.pop(req.lease, None)  # type: ignore[call-overload]
+        if row is not None:
+            self.counts[row[1]] -= 1
+            self.version_ += 1
+        return Done("released")
+
+    async def reap(self) -> None:
+        while True:
+            await asyncio.sleep(1)
+            for lease in sorted(self.rows):
+                if self.rows[lease][2] <= aio.virtual_ms(time.time()):
+                    holder, limit, _ = self.rows.pop(lease)
+                    self.counts[limit] -= 1
+                    self.version_ += 1
+
+    # the LeaseTable the harness reads
+    def version(self) -> object:
+        return self.version_
+
+    def leases(self) -> list[aio.LeaseRow]:
+        return [aio.LeaseRow(lease, holder, limit, 1, expiry) for lease, (holder, limit, expiry) in self.rows.items()]
+
+    def count(self, limit: str) -> int:
+        return self.counts[limit]
+
+    def expiry(self, lease: int) -> int | None:
+        row = self.rows.get(lease)
+        return row[2] if row is not None else None
+
+    def lease_ids(self) -> list[int]:
+        return sorted(self.rows)
+
+
+def build_client_clock(env: sut.Env[object]) -> aio.System:
+    service = ClientClock(env)
+
+    async def server() -> object:
+        asyncio.get_running_loop().create_task(service.reap())
+        return {Stamped: service.stamped, Give: service.give}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        limit, loop = order.arg("limit"), asyncio.get_running_loop()
+        while True:
+            asked = loop.time()
+            try:
+                taken = await aio.call(Stamped(limit, client, None, aio.virtual_ms(time.time())))
+            except TimeoutError:
+                continue
+            if isinstance(taken, Taken):
+                break
+            await asyncio.sleep(1)
+        valid_until = asked + ClientClock.TTL / 2000  # half the TTL from the asking, on its monotonic clock
+        left = order.arg("work")
+        while left > 0:
+            room = int((valid_until - loop.time()) * 1000)
+            if room >= 1:  # work only while its own timing says the lease holds (a pause cuts a slice short)
+                left -= min(left, room) - await aio.work(taken.lease, min(left, room))
+                continue
+            asked = loop.time()
+            try:
+                renewed = await aio.call(Stamped(limit, client, taken.lease, aio.virtual_ms(time.time())))
+            except TimeoutError:
+                return "renewal timed out"
+            if not isinstance(renewed, Taken):
+                return "lease lost"
+            valid_until = asked + ClientClock.TTL / 2000
+        try:
+            await aio.call(Give(taken.lease, client))
+        except TimeoutError:
+            return "release timed out"
+        return "done"
+
+    return aio.System(server=server, job=job, leases=service, observe=True,
+                      bounds=sut.Bounds(reclaim_within=ClientClock.TTL + 1_000, renew_every=ClientClock.TTL // 2))
+
+
+client_clock = sut.Model(build_client_clock)
+
+
+def build_chatty(env: sut.Env[object]) -> aio.System:
+    """A service and a client library that log as real ones do: a retry warning, a handler's info line, an error
+    with its exception, to a StreamHandler on stderr set up as a library sets one up."""
+    import logging
+    import sys
+
+    log = logging.getLogger("chatty")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+    async def server() -> object:
+        async def acquire(req: Acquire) -> Done:
+            log.info("granting %s to %s", req.limit, req.holder)
+            try:
+                raise ValueError("the store said no")
+            except ValueError:
+                log.exception("the store failed once")
+            return Done("granted")
+
+        return {Acquire: acquire}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        logging.getLogger("chatty.client").warning("retrying request (1 of 3)")  # the last-resort handler's
+        return str((await aio.call(Acquire("db", 1, client))).what)
+
+    return aio.System(server=server, job=job)
+
+
+chatty = sut.Model(build_chatty)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from dst.runner import run
@@ -122,3 +123,38 @@ def test_one_seed_gives_the_same_bytes_in_a_fresh_process_with_another_hash_seed
         assert done.returncode == 0, done.stderr
         digests.add(json.loads(done.stdout)["trace_digest"])
     assert digests == {run(load_scenario(scenario), 3).digest}
+
+
+def test_a_reaper_that_deletes_a_just_renewed_lease_is_caught_at_the_delete_and_releases_are_not():
+    from dst.runner.swarm import swarm
+
+    scenario = load_scenario(str(EXAMPLE / "scenarios" / "reaper-no-recheck.toml"))
+    result = run(swarm(scenario, 1), 1)
+    assert result.violation is not None and result.violation.invariant == "removed-before-expiry"
+    assert " by the server's own work (boot." in result.violation.message  # the reaper: a task of the boot's
+    # The correct form, its holders releasing their own valid leases all along: never accused.
+    for seed in (1, 2, 3):
+        correct = run(attrs.evolve(scenario, bugs=()), seed)
+        assert correct.ok, correct.violation
+        assert "removed-before-expiry" in correct.invariants
+        assert any(" removed (" in text for _, _, kind, text in correct.trace if kind == "store")
+
+
+def test_every_shipped_scenario_of_a_default_campaign_has_a_command_that_runs_its_seed_again(capsys):
+    import json
+
+    from dst.cli import main
+    from dst.explore.steer import default_campaign
+    from dst.runner.reproduce import reproduce
+    from dst.runner.swarm import swarm
+
+    roster = default_campaign(load_scenario(None, model="examples.aio_leases:model")).scenarios
+    shipped = [s for s in roster if s.source.endswith(".toml")]
+    assert len(shipped) >= 6
+    commands = {s.name: reproduce(swarm(s, 3), 3) for s in shipped}
+    assert all(commands.values()), commands  # none says "the scenario file changed"
+    command = commands["reaper-no-recheck, aimed"]
+    assert "--scenario examples/aio_leases/scenarios/reaper-no-recheck.toml" in command and "--no-bugs" in command
+    scenario = next(s for s in shipped if s.name == "reaper-no-recheck, aimed")
+    assert main([*command.split()[1:], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace_digest"] == run(swarm(scenario, 3), 3).digest

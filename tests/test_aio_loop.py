@@ -9,6 +9,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from dst import aio
 from dst.aio import run
 from dst.aio.loop import Loop
 from dst.sim.kernel import Kernel
@@ -245,3 +246,44 @@ def test_anyio_cancel_scopes_walk_their_children_in_an_order_the_seed_decides():
     padding: list[object] = []
     orders = [run(_child_scope_order(padding, spacing), seed=1) for spacing in (0, 3, 17, 40)]
     assert sorted(orders[0]) == list(range(30)) and all(order == orders[0] for order in orders)
+
+
+def test_aio_run_is_the_sandbox_one_seed_one_result():
+    import random
+    import threading
+    import time
+    import uuid
+
+    from dst.sandbox import Refusal
+
+    async def draws() -> tuple[float, float, str, float]:
+        await asyncio.sleep(1.5)
+        return random.random(), time.time(), str(uuid.uuid4()), time.monotonic()
+
+    first = aio.run(draws(), seed=7)
+    assert aio.run(draws(), seed=7) == first != aio.run(draws(), seed=8)
+    assert first[1] == aio.VIRTUAL_EPOCH_MS / 1000 + 1.5 and first[3] == 1.5  # virtual clocks, not the real ones
+
+    async def threaded() -> None:
+        threading.Thread(target=print).start()
+
+    with pytest.raises(Refusal, match=r"threading.Thread.start\(\) called at tests/test_aio_loop.py"):
+        aio.run(threaded(), seed=1)
+
+
+def test_aio_run_checks_an_invariant_after_every_callback():
+    state = {"held": 0}
+
+    async def holder() -> None:
+        state["held"] += 1
+        await asyncio.sleep(0.5)
+        state["held"] -= 1
+
+    async def main() -> None:
+        await asyncio.gather(holder(), holder())
+
+    def at_most_one() -> None:
+        assert state["held"] <= 1, f"{state['held']} holders at t={asyncio.get_running_loop().time()}s"
+
+    with pytest.raises(AssertionError, match=r"2 holders at t=0.0s"):
+        aio.run(main(), seed=1, check=at_most_one)

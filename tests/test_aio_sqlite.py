@@ -100,7 +100,7 @@ def test_the_aiosqlite_api_runs_a_statement_per_round_trip(tmp_path: Path, trips
         return out
 
     with installed():
-        out = dst.aio.run(main(), seed=1)
+        out = dst.aio.run(main(), seed=1, folder=str(tmp_path))
     assert out["type"] is dsqlite.Connection
     assert (out["lastrowid"], out["rowcount"], out["in_transaction"]) == (1, 1, True)
     assert out["insert_row"] == (5,)
@@ -185,7 +185,7 @@ def test_sqlalchemy_async_engine_and_orm_run_unmodified(tmp_path: Path) -> None:
         return out
 
     with installed(wall_ms=virtual_wall):
-        out = dst.aio.run(main(), seed=7)
+        out = dst.aio.run(main(), seed=7, folder=str(tmp_path))
     assert out["driver"] is dsqlite.Connection
     assert out["duplicate"] == "refused"
     assert out["one"] == 1
@@ -224,7 +224,7 @@ def test_a_writer_waits_for_the_lock_in_virtual_time(tmp_path: Path, trips: list
 
     started = time.perf_counter()
     with installed():
-        dst.aio.run(main(), seed=3)
+        dst.aio.run(main(), seed=3, folder=str(tmp_path))
     assert time.perf_counter() - started < 2.0  # the waits were virtual
     (a_wrote, _), (a_done, _), (b_wrote, _), (b_done, _) = log[:4]
     assert [what for _, what in log[:4]] == ["A wrote", "A committed", "B wrote", "B committed"]
@@ -267,7 +267,7 @@ def test_a_reader_asking_to_write_fails_at_once_as_in_sqlite(tmp_path: Path) -> 
         return log
 
     with installed():
-        log = dst.aio.run(main(), seed=2)
+        log = dst.aio.run(main(), seed=2, folder=str(tmp_path))
     assert log[0] == ("database is locked", 0)
     assert log[1][0] == "b committed" and 300 <= log[1][1] < 320
     assert log[2][0] == "[(1,)]"
@@ -299,7 +299,7 @@ def test_a_script_waits_statement_by_statement(tmp_path: Path) -> None:
         return seen, ran, took
 
     with installed():
-        seen, ran, took = dst.aio.run(main(), seed=4)
+        seen, ran, took = dst.aio.run(main(), seed=4, folder=str(tmp_path))
     assert seen == [(1,)] and ran == [(1,)] and took >= 1000
 
 
@@ -325,7 +325,7 @@ def test_sqlites_clock_is_the_virtual_wall_clock(tmp_path: Path) -> None:
         return out
 
     with installed(wall_ms=virtual_wall):
-        out = dst.aio.run(main(), seed=1)
+        out = dst.aio.run(main(), seed=1, folder=str(tmp_path))
     assert out[0] == [("2026-01-01 00:00:00", "2026-01-01 00:00:00", "2026-01-01", "00:00:00", "2026-01-01",
                        "00:00:00", 2461041.5, 1767225600, "1767225600", "2026-01-01 00:00:00.000",
                        "2026-01-02 00:00:00")]
@@ -368,9 +368,9 @@ def workload(path: str) -> Any:
 def test_the_same_seed_gives_the_same_results(tmp_path: Path, trips: list[int]) -> None:
     path = str(tmp_path / "seed.db")
     with installed():
-        first = dst.aio.run(workload(path), seed=11)
-        again = dst.aio.run(workload(path), seed=11)
-        others = [dst.aio.run(workload(path), seed=s) for s in range(1, 6)]
+        first = dst.aio.run(workload(path), seed=11, folder=str(tmp_path))
+        again = dst.aio.run(workload(path), seed=11, folder=str(tmp_path))
+        others = [dst.aio.run(workload(path), seed=s, folder=str(tmp_path)) for s in range(1, 6)]
     assert first == again
     assert any(o != first for o in others)  # the seed chooses the interleaving
 
@@ -448,7 +448,7 @@ def test_the_crash_hook_rolls_back_what_had_not_committed(tmp_path: Path) -> Non
         return rows, len(dying)
 
     with installed():
-        rows, hooks = dst.aio.run(main(), seed=1)
+        rows, hooks = dst.aio.run(main(), seed=1, folder=str(tmp_path))
     assert rows == [("committed",), ("after",)] and hooks == 1
 
 
@@ -477,6 +477,6 @@ def test_a_busy_timeout_pragma_waits_in_virtual_time_not_real_time(tmp_path: Any
 
     wall = time.perf_counter()
     with installed():
-        waited, outcome = dst.aio.run(main(), seed=1)
+        waited, outcome = dst.aio.run(main(), seed=1, folder=str(tmp_path))
     assert outcome == "database is locked" and 3.0 <= waited < 3.1  # 3 s of virtual time
     assert time.perf_counter() - wall < 1.0  # and no real wait

@@ -207,3 +207,50 @@ def test_a_service_with_two_stores_is_checked_only_when_settled():
     double = run(scripted("split_stores_settled", twice, **two), 1)  # both copies decrement, and it stays so
     assert double.violation is not None and double.violation.invariant == "slot-accounting"
     assert "count(db)=0 but live leases own 1" in double.violation.message
+
+
+def test_lease_ids_of_the_services_own_kind_go_everywhere_an_int_goes():
+    from dst.present.page import Source, page_data
+
+    steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+             {"at": "0s", "actor": "c2", "action": "acquire", "work": "1s"}]
+    for model in ("uuid_leases", "uuid_object_leases"):  # a UUID's text, and uuid.UUID objects
+        result = run(scripted(model, steps, limits={"db": 2}), 1)
+        assert result.ok and result.jobs == {"done": 2}, result.violation
+        stored = [text for _, actor, kind, text in result.trace if kind == "store" and " stored for " in text]
+        assert len(stored) == 2 and all(len(text.split()[0]) == 36 for text in stored)  # the id as it is, no "L"
+        assert run(scripted(model, steps, limits={"db": 2}), 1).digest == result.digest
+    # The reaper takes c1's lease while it works: the violation, the slice and the page name the service's id.
+    one = [steps[0]]
+    result = run(scripted("uuid_leases_early_reaper", one), 1)
+    assert result.violation is not None and result.violation.invariant == "removed-before-expiry"
+    [lease] = {text.split()[0] for _, _, kind, text in result.trace if kind == "store"}
+    assert result.violation.message.startswith(f"{lease} of c1 was removed at t=505 by the server's own work")
+    [then] = result.consequences
+    assert (then.invariant, then.message) == ("single-executor", f"{lease} was removed while c1 works under it")
+    sliced = [text for _, _, _, text in result.causal()]
+    assert any(text.startswith(f"{lease} stored for c1") for text in sliced)
+    assert any(text.startswith(f"{lease} removed (c1's") for text in sliced)
+    [bar] = page_data(result, Source("t", "dst run"))["leases"]
+    assert bar["lease"] == lease and bar["holder"] == "c1" and bar["ended"] == "removed"
+
+
+def test_the_services_log_lines_are_kept_off_the_terminal_and_shown_in_the_trace_in_virtual_time(capsys, tmp_path):
+    path = scenario_file(tmp_path, "chatty")
+    assert main(["run", "--seed", "1", "--scenario", path]) == 0
+    out, err = capsys.readouterr()
+    assert "chatty" not in err and "retrying" not in out + err  # nothing of the service's between dst's lines
+    assert "result" in out and "no violation" in out  # dst's own report, whole
+    assert main(["run", "--seed", "1", "--scenario", path, "--trace"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = [" ".join(line.split()) for line in out.splitlines() if " log " in line]
+    assert lines == ["t= 0s c1 log WARNING chatty.client: retrying request (1 of 3)",
+                     "t= 19ms server log INFO chatty: granting db to c1",
+                     "t= 19ms server log ERROR chatty: the store failed once (ValueError: the store said no)"], lines
+    result = run(parse_scenario({**BASE, "model": {**BASE["model"], "impl": "aio_models:chatty"},
+                                 "steps": [{"at": "0s", "actor": "c1", "action": "acquire"}]}, "<t>"), 1)
+    again = run(parse_scenario({**BASE, "model": {**BASE["model"], "impl": "aio_models:chatty"},
+                                "steps": [{"at": "0s", "actor": "c1", "action": "acquire"}]}, "<t>"), 1)
+    assert result.logs == again.logs and len(result.logs) == 3  # kept, in deterministic text
+    assert not any(kind == "log" for _, _, kind, _ in result.trace)  # apart from the trace: no digest moves

@@ -92,7 +92,8 @@ def test_json_is_one_object_with_the_documented_keys(capsys: pytest.CaptureFixtu
     assert isinstance(data["trace_digest"], str) and len(data["trace_digest"]) >= 16
     assert isinstance(data["faults"], dict)
     assert data["invariants"] == ["slot-accounting", "capacity", "no-foreign-release", "fenced-writes",
-                                  "single-executor", "stranded-slot", "expiry-only-forward", "unique-tokens", "exclusive-seats",
+                                  "single-executor", "stranded-slot", "expiry-only-forward", "removed-before-expiry",
+                                  "unique-tokens", "exclusive-seats",
                                   "write-progress", "fence-only-up", "refused-changes-nothing"]
     # exactly one JSON document on stdout, nothing else
     decoder = json.JSONDecoder()

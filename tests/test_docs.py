@@ -155,3 +155,26 @@ def test_no_file_holds_a_merge_conflict_marker() -> None:
     marked = [str(p.relative_to(root)) for p in tracked
               if any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in p.read_text(errors="replace").splitlines())]
     assert marked == []
+
+
+def _marked(path: Path, mark: str) -> str:
+    """The python block that follows ``<!-- mark -->`` in ``path``."""
+    match = re.search(rf"<!-- {re.escape(mark)} -->\n```python\n(.*?)```", path.read_text(), re.S)
+    assert match is not None, f"{path.name} has no python block marked {mark!r}"
+    return match.group(1)
+
+
+def test_the_asyncio_pages_measured_rounding_is_what_the_loop_does():
+    exec(compile(_marked(ROOT / "docs" / "asyncio.md", "rounding: measured"), "asyncio.md", "exec"), {})
+
+
+def test_the_asyncio_pages_adapter_is_complete_and_runs(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "doc_adapter.py").write_text(_marked(ROOT / "docs" / "asyncio.md", "adapter: asyncio"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "doc_adapter", raising=False)
+    scenario = attrs.evolve(load_scenario(None, model="doc_adapter:model"), steps=None)
+    result = run(scenario, 1)
+    assert result.ok, result.violation
+    assert result.jobs.get("done", 0) > 0 and result.checks > 0

@@ -206,8 +206,23 @@ def test_the_plugin_reports_the_replay_command_and_the_timeline(pytester, shrunk
     path.write_text(path.read_text().replace('trace_digest = "', 'trace_digest = "0', 1))  # no longer exact
     result = pytester.runpytest("findings")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*expected to reproduce exactly, but it diverged*", f"*dst replay {path}*",
-                                 "*no-foreign-release*"])
+    result.stdout.fnmatch_lines(["*expected to reproduce exactly, but it diverged*",
+                                 f"*replay it with:  dst replay findings/{path.name}", "*no-foreign-release*"])
+
+
+def test_a_findings_replay_command_names_the_file_as_it_is_reached_from_the_working_folder(tmp_path, shrunk,
+                                                                                            monkeypatch):
+    import tomllib
+
+    monkeypatch.chdir(tmp_path)
+    nested = record(shrunk, tmp_path / "out" / "found", {}).path  # a folder of its own, below the working one
+    assert f"# replay:  dst replay out/found/{nested.name}\n" in nested.read_text()
+    assert tomllib.loads(nested.read_text())["finding"]["replay"] == f"dst replay out/found/{nested.name}"
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # outside it: the whole path
+    outside = record(shrunk, tmp_path / "kept", {}).path
+    assert f"# replay:  dst replay {outside}\n" in outside.read_text()
 
 
 def test_the_minimizer_writes_one_partition_for_a_run_of_lost_messages():

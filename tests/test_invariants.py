@@ -12,6 +12,7 @@ from dst.invariants import INVARIANT_IDS, RUN_INVARIANTS, Ghost, Violation
 from dst.invariants.leases import NoForeignRelease
 from dst.reference.runs import Claim
 from dst.sim.kernel import Kernel
+from dst.sim.trace import background_key, message_key
 from dst.sut import Bounds, Cancel, RunClaim
 
 
@@ -352,8 +353,42 @@ def test_a_disabled_invariant_is_not_checked(invariant):
                                         w.ghost.lease_renewed(1, "db")),
         "fence-only-up": lambda: (w.write("c2", 2, True, 2, "c2"), w.write("c3", 3, True, 1, "c3")),
         "refused-changes-nothing": lambda: (w.write("c2", 2, True, 2, "c2"), w.write("c1", 1, False, 2, "c1")),
+        "removed-before-expiry": lambda: (w.acquire(1, "c1"), setattr(w.ghost, "handling", lambda: REAPER),
+                                          w.release(1)),
     }
     situations[invariant]()
+
+
+# --- removed before expiry -------------------------------------------------------------------------------
+
+REAPER = background_key("reaper", 3, 0)
+
+
+def test_a_lease_the_server_removes_before_its_expiry_is_flagged_but_not_its_holders_release():
+    w = World(capacity=3)
+    w.ghost.senders = {7: "c1", 8: "c2"}  # plan step 7 is c1's job, step 8 c2's
+    handler: list[int | None] = [None]
+    w.ghost.handling = lambda: handler[0]
+    w.acquire(1, "c1", expiry=60_000)
+    w.acquire(2, "c1", expiry=60_000)
+    w.acquire(3, "c1", expiry=10_000)
+    handler[0] = message_key(7, 2, 0)  # c1's own release: its to make, at any time
+    w.release(1)
+    w.at(10_000)
+    handler[0] = REAPER  # the reaper takes a lease whose expiry has come: as it should
+    w.release(3)
+    handler[0] = None  # no handler's step: nobody to blame
+    w.acquire(4, "c1", expiry=60_000)
+    w.release(4)
+    handler[0] = REAPER
+    v = flagged("removed-before-expiry", lambda: w.release(2))
+    assert v.message == ("L2 of c1 was removed at t=10000 by the server's own work (reaper.3.0), while its stored "
+                         "expiry was t=60000: the authority took a lease it still recognised")
+    other = World()
+    other.ghost.senders, other.ghost.handling = {8: "c2"}, lambda: message_key(8, 6, 0)
+    other.acquire(1, "c1")
+    v = flagged("removed-before-expiry", lambda: other.release(1))  # c2's request took c1's valid lease
+    assert "by a request of c2's (8.6.0)" in v.message
 
 
 # --- expiry only forward ---------------------------------------------------------------------------------

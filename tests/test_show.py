@@ -78,6 +78,21 @@ def test_the_servers_own_removals_are_drawn_and_end_a_lease_where_they_happened(
     assert any(e[2] == "store" and e[3].startswith("L1 removed") for e in lost.causal(every_step=True))
 
 
+def test_the_page_shows_work_a_renewals_new_expiry_and_a_clock_skews_amount():
+    result = run(scenario({}, steps=[{"at": "0s", "actor": "c1", "action": "acquire", "work": "100s", "writes": 0},
+                                     {"at": "10s", "actor": "c1", "action": "clock-skew", "by": "30s"}]), 1)
+    data = page_data(result, Source("t", "dst run"))
+    [lease] = data["leases"]
+    assert lease["renewals"] and len(lease["renewed_to"]) == len(lease["renewals"])
+    assert all(to > at for at, to in zip(lease["renewals"], lease["renewed_to"]))  # each renewal's new expiry
+    [skew] = [f for f in data["faults"] if f["kind"] == "clock_skew"]
+    assert skew["amount"] == "by 30s" and skew["start"] == 10_000
+    work = data["work"]
+    assert work and {w["lease"] for w in work} == {"L1"} and all(w["lane"] == lease["lane"] for w in work)
+    assert sum(w["end"] - w["start"] for w in work) == 100_000  # the job's whole work, in its slices
+    assert work[0]["start"] >= lease["spans"][0][0] and work[-1]["end"] <= lease["spans"][-1][1]
+
+
 def test_each_claim_on_a_run_is_a_bar_in_its_workers_lane_from_its_delivery():
     result = _replayed(TWICE_FINDING)
     first, second = claim_bars(result.raw_trace, result.virtual_time)
@@ -283,6 +298,12 @@ def test_the_page_in_headless_chromium(tmp_path, capsys):
     hostile_file = tmp_path / "hostile.html"
     hostile = run(scenario({"name": HOSTILE}, steps=[{"at": "0s", "actor": "c1", "action": "acquire"}]), 1)
     hostile_file.write_text(render_page(page_data(hostile, Source(HOSTILE, "dst run --seed 1"))))
+    import aio_models  # noqa: F401 - a service of its own ids and no tokens
+    from test_aio_system import scripted
+
+    tokenless_file = tmp_path / "tokenless.html"
+    tokenless = run(scripted("uuid_leases", [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"}]), 1)
+    tokenless_file.write_text(render_page(page_data(tokenless, Source("uuid", "dst run --seed 1"))))
     actors = {event[1] for event in _replayed(DUPLICATE_FINDING).trace}
     assert actors == {"c1", "server", "net"}
 
@@ -299,6 +320,13 @@ def test_the_page_in_headless_chromium(tmp_path, capsys):
 
             violation = page.locator("[data-violation]")
             assert violation.is_visible() and "no-foreign-release" in violation.inner_text()
+            opened = page.evaluate("dstShow.view()")  # fitted to the causal slice, not the whole run
+            page.click("[data-action=fit-slice]")
+            assert page.evaluate("dstShow.view()") == opened
+            page.click("[data-action=fit-all]")
+            assert page.evaluate("dstShow.view()")["end"] - page.evaluate("dstShow.view()")["start"] > \
+                opened["end"] - opened["start"]
+            assert "lease (id \u00b7 token)" in page.inner_text("#legend")
             for actor in actors:
                 assert page.locator(f'[data-lane="{actor}"]').is_visible(), actor
 
@@ -332,6 +360,11 @@ def test_the_page_in_headless_chromium(tmp_path, capsys):
             detail = page.inner_text("[data-detail]")
             assert "claim on run 11" in detail and "token 1" in detail and "held by c2" in detail
             assert "the run was delivered again" in detail
+
+            page.goto(tokenless_file.as_uri())  # a service without tokens: no token in the legend
+            page.wait_for_function("window.dstShow !== undefined")
+            assert "lease (id)" in page.inner_text("#legend") and "token" not in page.inner_text("#legend")
+            assert "work" in page.inner_text("#legend")
 
             page.goto(hostile_file.as_uri())  # text from the run stays text
             page.wait_for_function("window.dstShow !== undefined")

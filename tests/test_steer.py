@@ -129,3 +129,44 @@ def test_a_steered_campaign_gives_the_same_outcomes_on_any_number_of_workers() -
     one = outcomes(1)
     assert one == outcomes(2)
     assert len({arm for _, arm, _ in one}) == len(roster)
+
+
+def test_a_users_default_campaign_turns_on_every_fault_kind_and_finds_a_server_that_trusts_the_clients_clock(
+        capsys, tmp_path) -> None:
+    from dst.cli import main
+
+    # The server computes a lease's expiry from the client's timestamp: only a clock skew shows it, and the embedded
+    # default has none. The default campaign of a model of the user's runs the default with it turned on too.
+    first = load_scenario(None, model="aio_models:client_clock")
+    roster = default_campaign(first)
+    assert [s.name for s in roster.scenarios[:roster.broad]] == [
+        "default", "default, with clock_skew", "default, with server_pause", "default, with slow"]
+    slow = roster.scenarios[3]
+    assert slow.model.store_slow > 0 and slow.run.quiet > first.run.quiet  # the slack a slow round trip adds
+    assert main(["fuzz", "--model", "aio_models:client_clock", "--count", "40", "--stop-on-first", "--no-findings",
+                 "--json", "--workers", "1"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    [group] = report["signatures"]
+    assert group["invariant"] == "single-executor" and "--enable clock_skew" in group["reproduce"]
+    assert report["coverage"]["enabled"]["clock_skew"] > 0
+    command = group["reproduce"].split()
+    assert main([*command[1:], "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["violation"]["invariant"] == "single-executor"
+
+
+def test_a_campaign_names_the_fault_kinds_no_seed_turned_on(capsys, tmp_path) -> None:
+    from dst.cli import main
+
+    scenario = tmp_path / "crashes.toml"
+    scenario.write_text('[model]\nimpl = "aio_models:client_clock"\n[network]\nloss = 0.0\nduplicate = 0.0\n'
+                        'delay = 0.0\n[faults]\ncrash = { rate = 0.5 }\npause = { rate = 0.0 }\n'
+                        'partition = { rate = 0.0 }\nrestart = { rate = 0.0 }\nserver_restart = { rate = 0.0 }\n'
+                        '[run]\nduration = "60s"\n')
+    assert main(["fuzz", "--scenario", str(scenario), "--count", "4", "--no-findings", "--json"]) == 0
+    enabled = json.loads(capsys.readouterr().out)["coverage"]["enabled"]
+    assert enabled == {"crash": enabled["crash"], **{kind: 0 for kind in enabled if kind != "crash"}}
+    assert enabled["crash"] > 0 and set(enabled) >= {"clock_skew", "server_pause", "slow", "lose"}
+    assert main(["fuzz", "--scenario", str(scenario), "--count", "4", "--no-findings"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("never enabled restart, pause, partition, clock_skew, server_restart, server_pause, slow, duplicate, "
+            "delay, lose: no seed turned them on") in out

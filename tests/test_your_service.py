@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import dst as dst_package
 from dst.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,7 +172,8 @@ def dst(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(folder))
+    this_dst = str(Path(dst_package.__file__).parents[1])  # the dst this test runs, not another installed one
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), this_dst]))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=folder,
                           env=env, capture_output=True, text=True)
 
@@ -186,8 +189,9 @@ def test_the_adapter_runs_and_its_correct_form_is_never_accused(home, capsys):
     data = json.loads(out)
     assert code == 0 and data["model"] == "my_limiter:model" and data["result"] == "ok"
     assert data["invariants"] == ["slot-accounting", "capacity", "no-foreign-release", "fenced-writes",
-                                  "single-executor", "stranded-slot", "expiry-only-forward", "unique-tokens", "exclusive-seats",
-                                  "write-progress", "fence-only-up", "refused-changes-nothing"]
+                                  "single-executor", "stranded-slot", "expiry-only-forward", "removed-before-expiry",
+                                  "unique-tokens", "exclusive-seats", "write-progress", "fence-only-up",
+                                  "refused-changes-nothing"]
     code, out, _ = dst(capsys, "fuzz", "--model", "my_limiter:model", "--count", "300", "--workers", "2", "--json")
     assert code == 0 and json.loads(out)["violations"] == 0
 
@@ -204,9 +208,8 @@ def test_the_adapters_bug_is_found_shrunk_replayed_and_guarded_by_pytest(home, c
     code, out, _ = dst(capsys, "replay", str(finding), "--json")
     assert code == 0 and json.loads(out)[0]["status"] == "reproduces"
 
-    seed = report["signatures"][0]["first_seed"]
-    code, out, _ = dst(capsys, "shrink", "--model", "my_limiter:model", "--bug", "split-release", "--seed", str(seed),
-                       "--swarm", "--json")
+    again = shlex.split(report["signatures"][0]["reproduce"])  # the seed's flags: its scenario of the campaign
+    code, out, _ = dst(capsys, "shrink", *again[2:], "--json")
     assert code == 1 and json.loads(out)["path"] == f"findings/{finding.name}"  # the same finding: not written again
 
     done = pytest_in(home, "findings")

@@ -47,7 +47,7 @@ BUGS = (
             "release gives the slots back whether or not its delete found the lease",
             "A release is delivered twice (or retried after a lost reply): the second gives back a slot it no "
             "longer holds, and the count goes below the live leases' slots. TLA+ ReadPresentRelease."),
-    sut.Bug("reaper-no-recheck", ("single-executor", "capacity"), 4,
+    sut.Bug("reaper-no-recheck", ("removed-before-expiry", "single-executor", "capacity"), 4,
             "the reaper deletes what it read as expired by id alone",
             "A holder paused past its expiry wakes and renews between the reaper's read and its delete; the "
             "delete takes the renewed lease while the holder works under it. TLA+ StaleReap."),

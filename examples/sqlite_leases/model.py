@@ -35,7 +35,7 @@ BUGS = (
             "leases in process memory, slot counts in the database",
             "A acquires; the server restarts: the count in the database says 1, and no lease holds it. "
             "Prefect's in-memory lease storage (PR #20090)."),
-    sut.Bug("reaper-without-recheck", ("single-executor", "capacity"), 4,
+    sut.Bug("reaper-without-recheck", ("removed-before-expiry", "single-executor", "capacity"), 4,
             "the reaper deletes what it read as expired without asking again",
             "The reaper reads A's lease as expired; A's late renewal commits; the reaper deletes the lease by id "
             "while A works under it. TLA+ StaleReap."),

@@ -1,7 +1,7 @@
 """The causal slice of a violation: the events of a run that led to it, and nothing else.
 
-A violation's message names what went wrong: leases (``L3``), clients (``c2``), runs (``run 17``),
-seats (``db/0``). The slice follows those names through the trace:
+A violation's message names what went wrong: leases (``L3``; an id that is not an int, a UUID, as it is),
+clients (``c2``), runs (``run 17``), seats (``db/0``). The slice follows those names through the trace:
 
 - a *conversation* (a request, its response, and what the network did to them: one message key,
   ``17.1.0`` and ``17.1.0r``) belongs to the slice when any of its events names a focused lease, run
@@ -37,9 +37,27 @@ _CLIENT = re.compile(r"\bc\d+\b")
 _ROUNDS = 4  # focus expansions: lease -> conversation -> client, seat -> lease -> ...; a fixpoint comes sooner
 
 
-def _things(text: str) -> set[str]:
-    """The leases, runs and seats a text names."""
-    return {*_LEASE.findall(text), *_RUN.findall(text), *_SEAT.findall(text)}
+# A store event of a lease whose id is not an int names it as it is (dst.sim.trace's STORED_ID): its first word.
+_STORE_NAMED = re.compile(r"(\S+) (?:stored for |renewed until t=|removed \()")
+
+
+class _Things:
+    """The leases, runs and seats a text names: ``L3``, and the ids of the leases the trace's store events name
+    that are not ints (a UUID), as they are."""
+
+    def __init__(self, trace: Sequence[Event], texts: list[str]) -> None:
+        named = sorted({m.group(1) for event, text in zip(trace, texts) if event[2] == "store"
+                        and (m := _STORE_NAMED.match(text)) is not None and not _LEASE.fullmatch(m.group(1))})
+        self.named = re.compile("(?<![\\w-])(?:" + "|".join(map(re.escape, named)) + ")(?![\\w-])") if named else None
+
+    def __call__(self, text: str) -> set[str]:
+        found = {*_LEASE.findall(text), *_RUN.findall(text), *_SEAT.findall(text)}
+        if self.named is not None:
+            found.update(self.named.findall(text))
+        return found
+
+    def lease(self, thing: str) -> bool:
+        return bool(_LEASE.fullmatch(thing) or (self.named is not None and self.named.fullmatch(thing)))
 
 
 def _clients(text: str) -> set[str]:
@@ -54,6 +72,7 @@ def causal_slice(trace: Sequence[Event], message: str, *, during: str | None = N
     is the slice's too). ``every_step``: keep every plan step (a finding's steps, already minimized)."""
     texts = [format_detail(event[3]) for event in trace]
     keys = [_conversation(text) for text in texts]
+    _things = _Things(trace, texts)
     things, clients = _things(message), _clients(message)
     conversations: set[str] = set()
     if during is not None and (key := _conversation(during)) is not None:
@@ -67,7 +86,7 @@ def causal_slice(trace: Sequence[Event], message: str, *, during: str | None = N
             if keys[i] is not None:
                 conversations.add(keys[i])  # type: ignore[arg-type]
             if trace[i][1] == "resource":
-                things |= {t for t in named if _LEASE.fullmatch(t)}  # the leases written under a focused seat
+                things |= {t for t in named if _things.lease(t)}  # the leases written under a focused seat
         for i, key in enumerate(keys):
             if key in conversations:
                 actor = trace[i][1]
@@ -77,7 +96,7 @@ def causal_slice(trace: Sequence[Event], message: str, *, during: str | None = N
         if (len(things), len(clients), len(conversations)) == before:
             break
     return [i for i, event in enumerate(trace)
-            if _belongs(event, texts[i], keys[i], things, clients, conversations, every_step)]
+            if _belongs(event, texts[i], keys[i], things, clients, conversations, every_step, _things)]
 
 
 def _conversation(text: str) -> str | None:
@@ -86,7 +105,7 @@ def _conversation(text: str) -> str | None:
 
 
 def _belongs(event: Event, text: str, key: str | None, things: set[str], clients: set[str],
-             conversations: set[str], every_step: bool) -> bool:
+             conversations: set[str], every_step: bool, _things: _Things) -> bool:
     actor, kind = event[1], event[2]
     if key is not None:
         return key in conversations  # a request or response, or the network's doing to one

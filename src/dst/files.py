@@ -34,6 +34,17 @@ def where(path: str | Path) -> str:
     return one_line(str(path), PATH_LIMIT)
 
 
+def from_here(path: str | Path) -> str:
+    """``path`` as a command typed in the working folder names it: relative to that folder when it lies inside,
+    whole when it lies outside (``../../x`` reads worse than ``/home/x``)."""
+    whole = os.path.abspath(path)
+    try:
+        near = os.path.relpath(whole)
+    except ValueError:  # another drive
+        return whole
+    return whole if near.startswith(os.pardir) else near
+
+
 def why(error: OSError | ValueError) -> str:
     """What the system said, for an error line's parentheses (a ValueError: a NUL in a path)."""
     if isinstance(error, OSError):

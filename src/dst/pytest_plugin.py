@@ -12,6 +12,7 @@ it no longer reproduces: it guards the fix.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ class FindingItem(pytest.Item):
 
         from rich.console import Console
 
+        from dst.files import from_here
         from dst.present.terminal import render_timeline
 
         buffer = StringIO()
@@ -62,7 +64,7 @@ class FindingItem(pytest.Item):
         result = outcome.result
         render_timeline(console, result, result.causal(every_step=True) if result.violation is not None else None)
         return (f"expected {expected}, but it {outcome.explain()}\n"
-                f"replay it with:  dst replay {self.path}\n\n{buffer.getvalue()}")
+                f"replay it with:  dst replay {shlex.quote(from_here(self.path))}\n\n{buffer.getvalue()}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, FindingFailed):

@@ -34,7 +34,7 @@ from typing import (Any, Callable, Coroutine, Generator, Generic, Iterable, Lite
 import attrs
 
 __all__ = [
-    "SERVER", "RESOURCE", "Clock", "format_time",
+    "SERVER", "RESOURCE", "Clock", "format_time", "LeaseId", "lease_name", "lease_order",
     "store_step", "sleep", "call", "work", "moment", "Waiters",
     "message", "Submit", "Cancel", "RunClaim",
     "Facts", "LeaseView", "RunView", "ClaimView", "ResourceView", "Bounds",
@@ -65,6 +65,22 @@ def format_time(ms: int) -> str:
         return f"{ms}ms"
     seconds, millis = divmod(ms, 1000)
     return f"{seconds}.{millis:03d}".rstrip("0") + "s"
+
+
+# A lease's id as the service has it: an int, a UUID's text, a uuid.UUID, any hashable whose text names it. Typed
+# Any where the protocols take one, so a view typed for its own kind of id (``expiry(self, lease: int)``) is still
+# a LeaseView.
+LeaseId = Any
+
+
+def lease_name(lease: LeaseId) -> str:
+    """How dst writes a lease id: ``L7`` for an int, any other id as its own text (a UUID as it is)."""
+    return f"L{lease}" if lease.__class__ is int else str(lease)
+
+
+def lease_order(lease: LeaseId) -> tuple[int, int, str]:
+    """A lease id's place in dst's orderings: ints by value, then every other id by its text (never by hash)."""
+    return (0, lease, "") if lease.__class__ is int else (1, 0, str(lease))
 
 
 # --- what a coroutine awaits ------------------------------------------------------------------------
@@ -111,7 +127,7 @@ def moment(name: str) -> Generator[tuple[int, str], None, None]:
 
 @types.coroutine
 def work(handle: Any, ms: int) -> Generator[tuple[int, Any, int], Any, int]:
-    """Do ``ms`` of protected work under ``handle`` (a lease id, or a :class:`RunClaim`); returns the ms
+    """Do ``ms`` of protected work under ``handle`` (a lease id of any kind, or a :class:`RunClaim`); returns the ms
     not done, nonzero when a pause cut the slice (the job should check its lease before going on).
     Clients only; ``ms`` must be positive."""
     return cast(int, (yield (WORK, handle, ms)))
@@ -213,28 +229,28 @@ class Facts(Protocol):
     """What a model reports as it happens (``env.facts``). Report each change in the same step that
     makes it; a slot count moves only on behalf of a named lease (or visibly of none)."""
 
-    def slots_taken(self, lease: int, limit: str, n: int) -> None:
+    def slots_taken(self, lease: LeaseId, limit: str, n: int) -> None:
         """``n`` slots of ``limit`` were counted as taken, for ``lease``."""
 
-    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+    def slots_returned(self, lease: LeaseId | None, limit: str, n: int) -> None:
         """``n`` slots of ``limit`` were given back; ``lease`` is the lease the operation names (None: it names
         none, as a decrement by limit name does)."""
 
-    def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
+    def lease_stored(self, lease: LeaseId, holder: str, limit: str, token: int | None = None,
                      target: str | None = None) -> None:
         """A lease was stored; ``token`` is the fencing token it was handed and ``target`` what that token
         fences (give both to have ``unique-tokens``, ``exclusive-seats`` and ``write-progress`` checked)."""
 
-    def lease_renewed(self, lease: int, limit: str) -> None:
+    def lease_renewed(self, lease: LeaseId, limit: str) -> None:
         """A lease's expiry moved (the view's ``expiry(lease)`` says to when)."""
 
-    def lease_removed(self, lease: int) -> None:
+    def lease_removed(self, lease: LeaseId) -> None:
         """A lease was deleted: released, reaped or evicted (its slots are reported apart, with ``slots_returned``)."""
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         """The resource accepted a write to ``target`` (the thing its fence guards) with ``token``."""
 
-    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_refused(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         """The resource refused a write (report it to have ``write-progress`` checked, and, from a resource that is a
         :class:`ResourceView`, ``fence-only-up`` and ``refused-changes-nothing``)."""
 
@@ -261,11 +277,11 @@ class LeaseView(Protocol):
     def count(self, limit: str) -> int:
         """The stored slot count of ``limit``."""
 
-    def expiry(self, lease: int) -> int | None:
+    def expiry(self, lease: LeaseId) -> int | None:
         """The lease's expiry if the authority still has it, else None."""
 
-    def lease_ids(self) -> list[int]:
-        """Every lease the authority still has, sorted."""
+    def lease_ids(self) -> list[LeaseId]:
+        """Every lease the authority still has, sorted (``sorted(ids, key=lease_order)`` for ids not all ints)."""
 
 
 class ClaimView(Protocol):

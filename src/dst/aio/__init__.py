@@ -43,14 +43,34 @@ __all__ = ["System", "run", "call", "http", "transport", "work", "moment", "roun
 T = TypeVar("T")
 
 
-def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform") -> T:
-    """Run ``main`` on a fresh deterministic loop in virtual time, as ``asyncio.run`` runs it on a real one:
-    the same seed gives the same interleaving, the same result, and no wall time spent waiting."""
+def run(main: Coroutine[Any, Any, T], *, seed: int, scheduler: str = "uniform", folder: str | None = None,
+        check: Callable[[], object] | None = None) -> T:
+    """Run ``main`` on a fresh deterministic loop in virtual time, as ``asyncio.run`` runs it on a real one, inside
+    dst's sandbox (:class:`dst.sandbox.Sandbox`), as a simulated run's processes are: the clocks read virtual time
+    (``time.time()`` is 2026-01-01T00:00:00Z at t=0), ``random``, ``os.urandom`` and ``uuid4`` draw from ``seed``,
+    and threads, sockets, subprocesses and writing a file outside ``folder`` (none without one) are refused
+    (:class:`dst.sandbox.Refusal` is raised from here). The same seed gives the same interleaving, the same draws,
+    the same result, and no wall time spent waiting.
+
+    ``check``, if given, is called after every callback of the run (an invariant of the test): what it raises
+    ends the run and is raised from here, at the virtual moment the state first broke it."""
     if not asyncio.iscoroutine(main):
         raise TypeError(f"dst.aio.run() expects a coroutine, got {type(main).__name__}")
+    from ..sandbox import Sandbox
+
     rng = Streams(seed).keyed("scheduling")
-    loop = Loop(Kernel(), strategy(scheduler, rng, rng))
-    loop.patches = [scopes_in_order()]  # anyio's cancel scopes in the run's order, as in a simulated run
+    kernel = Kernel()
+    loop = Loop(kernel, strategy(scheduler, rng, rng))
+    loop.patches = [Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now, monotonic_ms=lambda: kernel.now, seed=seed,
+                            folder=folder, refused=loop.refuse),
+                    scopes_in_order()]  # anyio's cancel scopes in the run's order, as in a simulated run
+    if check is not None:
+        invariant = check
+
+        def settle() -> None:
+            invariant()
+
+        loop.root.settle = settle
     try:
         result: T = loop.run_until_complete(main)
         return result
@@ -130,8 +150,8 @@ def transport() -> httpx.AsyncBaseTransport:
 
 
 async def work(handle: Any, ms: int) -> int:
-    """Protected work under ``handle`` (a lease id) for ``ms`` of virtual time; returns the ms not done (a pause
-    cut the slice: check the lease before going on)."""
+    """Protected work under ``handle`` (a lease id of the service's own kind: an int, a UUID, its text) for ``ms``
+    of virtual time; returns the ms not done (a pause cut the slice: check the lease before going on)."""
     return int(await _process().work(handle, ms))
 
 

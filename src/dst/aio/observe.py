@@ -18,15 +18,15 @@ from typing import Hashable, Iterable, Protocol
 
 import attrs
 
-from ..sim.trace import REMOVED, RENEWED, STORED, Event
-from ..sut import Clock, Facts, LeaseView
+from ..sim.trace import REMOVED, RENEWED, STORED, Event, lease_event
+from ..sut import Clock, Facts, LeaseId, LeaseView, lease_order
 
 
 @attrs.frozen
 class LeaseRow:
     """One lease as the store holds it. ``expiry`` is in virtual ms (see :func:`dst.aio.virtual_ms`)."""
 
-    id: int  # the lease's id
+    id: LeaseId  # the lease's id, of the service's own kind: an int, a UUID or its text (hashable; ordered by its text)
     holder: str  # the client that holds it
     limit: str  # the limit it holds slots of
     slots: int  # how many
@@ -44,14 +44,14 @@ class LeaseTable(LeaseView, Protocol):
     def leases(self) -> Iterable[LeaseRow]:
         """Every lease the store holds now."""
 
-    def expiry(self, lease: int) -> int | None:
+    def expiry(self, lease: LeaseId) -> int | None:
         """The lease's expiry, read from :meth:`leases` (a table that subclasses this one has it; one that can ask
         its store for a single lease may answer faster)."""
         return next((row.expiry for row in self.leases() if row.id == lease), None)
 
-    def lease_ids(self) -> list[int]:
+    def lease_ids(self) -> list[LeaseId]:
         """Every lease in :meth:`leases`, sorted (a table that subclasses this one has it)."""
-        return sorted(row.id for row in self.leases())
+        return sorted((row.id for row in self.leases()), key=lease_order)
 
 
 class Books(Facts, Protocol):
@@ -73,7 +73,7 @@ class Observer:
         self.clock = clock
         self.trace = trace
         self.seen: Hashable = object()
-        self.rows: dict[int, LeaseRow] = {}
+        self.rows: dict[LeaseId, LeaseRow] = {}
 
     def step(self) -> None:
         version = self.table.version()
@@ -86,17 +86,19 @@ class Observer:
         now = {row.id: row for row in self.table.leases()}
         self.rows = now
         at, trace = self.clock.now, self.trace
-        for lease in sorted(before.keys() - now.keys()):  # gone first: a slot given back may be taken again at once
+        # Gone first: a slot given back may be taken again at once.
+        for lease in sorted(before.keys() - now.keys(), key=lease_order):
             row = before[lease]
-            trace.append((at, "server", "store", (REMOVED, lease, row.holder, row.slots, row.limit)))
+            trace.append((at, "server", "store", lease_event(REMOVED, lease, row.holder, row.slots, row.limit)))
             facts.lease_removed(lease)
             facts.slots_returned(lease, row.limit, row.slots)
-        for lease in sorted(now.keys() - before.keys()):
+        for lease in sorted(now.keys() - before.keys(), key=lease_order):
             row = now[lease]
-            trace.append((at, "server", "store", (STORED, lease, row.holder, row.slots, row.limit, row.expiry)))
+            trace.append((at, "server", "store",
+                          lease_event(STORED, lease, row.holder, row.slots, row.limit, row.expiry)))
             facts.slots_taken(lease, row.limit, row.slots)
             facts.lease_stored(lease, row.holder, row.limit, row.token, row.target)
-        for lease in sorted(now.keys() & before.keys()):
+        for lease in sorted(now.keys() & before.keys(), key=lease_order):
             if now[lease].expiry != before[lease].expiry:
-                trace.append((at, "server", "store", (RENEWED, lease, now[lease].expiry)))
+                trace.append((at, "server", "store", lease_event(RENEWED, lease, now[lease].expiry)))
                 facts.lease_renewed(lease, now[lease].limit)

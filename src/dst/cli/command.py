@@ -10,7 +10,7 @@ import attrs
 from ..errors import MODEL_ERROR, UserError
 from ..models import ModelError, resolve
 from ..runner import RunResult, check
-from ..runner.swarm import aimed
+from ..runner.swarm import aimed, enable
 from ..scenario import Scenario, dropped, load_scenario
 from .output import error
 
@@ -81,6 +81,8 @@ def scenario_from(args: argparse.Namespace, *, checked: bool = True) -> Scenario
     check_slugs(args.bug, scenario.model.impl)
     own = () if args.no_bugs else scenario.bugs
     scenario = attrs.evolve(scenario, bugs=tuple(dict.fromkeys(own + tuple(args.bug))))
+    for kind in dict.fromkeys(args.enable):
+        scenario = enable(scenario, kind)
     if args.aim:
         scenario = aimed(scenario)
     if checked:
@@ -90,4 +92,5 @@ def scenario_from(args: argparse.Namespace, *, checked: bool = True) -> Scenario
 
 def reproduce_flags(args: argparse.Namespace) -> tuple[Any, ...]:
     """The flags of ``dst run`` that decide a run, in the order :func:`dst.runner.reproduce.command` takes them."""
-    return args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs, args.aim
+    return (args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs, args.aim,
+            tuple(dict.fromkeys(args.enable)))

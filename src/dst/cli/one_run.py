@@ -46,7 +46,7 @@ def dst_run(args: argparse.Namespace) -> int:
 
         console = rich_console()
         if args.trace:
-            render_events(console, result.trace)
+            render_events(console, result.events_with_logs())
             console.print()
         render_run(console, scenario, result, wall)
         if not result.ok:

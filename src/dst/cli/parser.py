@@ -11,6 +11,7 @@ from typing import NoReturn
 from ..version import __version__
 from ..explore.fuzz import Shard
 from ..models import DEFAULT_IMPL
+from ..runner.swarm import ENABLE, ENABLE_CHANCE, ENABLE_RATE
 from ..text import parse_duration, shorten
 from .command import UsageError
 
@@ -107,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-bugs", action="store_true",
                        help="switch off the bugs the scenario names (--bug still switches its own on): a shipped "
                             "bug's scenario run on the correct model, as the default campaign runs it")
+        p.add_argument("--enable", action="append", default=[], metavar="KIND", choices=ENABLE,
+                       help=f"turn on a fault kind the scenario leaves off (repeatable; {', '.join(ENABLE)}), as the "
+                            f"default campaign of a model of your own runs it: a scheduled kind at "
+                            f"{ENABLE_RATE:g} a minute, the slow store at a chance of {ENABLE_CHANCE:g} a round trip")
         p.add_argument("--aim", action="store_true",
                        help="aim half of each fault kind the scenario enables (and leaves unaimed) at the model's "
                             "sensitive moments, as the default campaign runs half its scenarios")

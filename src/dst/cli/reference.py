@@ -75,6 +75,10 @@ With no `--scenario`, the campaign is the default campaign: the embedded default
 scenario shipped for the model (the `runs` scenario, and each catalogue bug's, run with its bug
 switched off and yours on), each also with half its faults aimed at the model's sensitive moments
 (`--aim`), so the first campaign covers the whole model and the moments each bug class needs.
+A model of your own also runs the default with each fault kind no scenario of the campaign turns
+on (a clock skew, a server pause, the slow store: `--enable KIND`) turned on, where the model's
+bounds accept it; the report names every fault kind no seed turned on (`never enabled`, and the
+zeros of `coverage.enabled` in `--json`): nothing they cause was looked for.
 In the opening (8 seeds per scenario of the campaign), half the seeds go to the broad scenarios (the
 default and `runs`, which switch no bug on and exercise the whole model), so a bug any workload
 meets is found about as soon as by those alone; after it, a quarter. A quarter take turns across
@@ -163,11 +167,14 @@ dst fuzz --count 50 --no-findings --json > report.json && dst show report.json -
 Replays a finding (or runs a seed, with the flags of `dst run`) and writes one self-contained page
 that opens in any browser, offline: a lane per actor on a virtual time axis, each lease a bar in its
 holder's lane from its grant to its removal (a release, the reaper, a restart that lost it) or
-expiry (labelled with its id and fencing token), each claim a worker holds on a run a bar from its
+expiry (labelled with its id and fencing token, each renewal a tick with the expiry it set), the
+client's protected work a dark strip along it, each claim a worker holds on a run a bar from its
 delivery to its ack (or until the run is delivered again), faults as marks or shaded spans in their
-timeline colours, messages as arrows from sender to receiver, the violation marked, and its causal
-slice highlighted (a checkbox hides the rest). Hover or click shows an event's detail; the wheel
-zooms, dragging pans, and `fit slice` zooms to the slice. It prints the page's path. An existing
+timeline colours (with the duration their step gives: a clock skew `by 30s`), messages as arrows
+from sender to receiver, the violation marked, and its causal slice highlighted (a checkbox hides
+the rest). It opens fitted to the slice (the whole run without a violation); `fit run` shows all of
+it, `fit slice` the slice again.
+Hover or click shows an event's detail; the wheel zooms and dragging pans. It prints the page's path. An existing
 file is replaced only if it is a page `dst show` wrote, or with `--force`, and only a regular file:
 a folder, FIFO or device is never written over. The same run gives the same bytes. It exits `0`
 once the page is written; `2` for a bad flag, a file that is not a valid finding, or a page that

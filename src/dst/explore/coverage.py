@@ -1,4 +1,5 @@
-"""What a campaign exercised: faults fired by kind, risky situations reached, invariants that met their cases.
+"""What a campaign exercised: faults enabled and fired by kind, risky situations reached, invariants that met their
+cases.
 
 A campaign that never reaches the situation a bug needs looks, in its violation count, just like
 one that searched hard and found nothing. Coverage tells them apart: each run reports the faults
@@ -19,6 +20,7 @@ from typing import Any, Iterable
 
 import attrs
 
+from ..faults import FAULTS
 from ..invariants import INVARIANT_IDS, INVARIANTS
 from ..sut import Situation
 
@@ -31,9 +33,11 @@ class Coverage:
     reached: Counter[str] = attrs.Factory(Counter)  # situation -> times it came up
     runs: Counter[str] = attrs.Factory(Counter)  # situation -> runs it came up in
     cases: Counter[str] = attrs.Factory(Counter)  # invariant -> cases it met
+    enabled: Counter[str] = attrs.Factory(Counter)  # fault kind -> runs whose scenario turned it on
 
     def add(self, fired: tuple[tuple[str, int], ...], reached: tuple[tuple[str, int], ...],
-            cases: tuple[tuple[str, int], ...]) -> None:
+            cases: tuple[tuple[str, int], ...], enabled: tuple[str, ...] = ()) -> None:
+        self.enabled.update(enabled)
         self.faults.update(dict(fired))
         self.reached.update(dict(reached))
         self.runs.update(name for name, _ in reached)
@@ -50,6 +54,7 @@ class Coverage:
                                   "never": s.never or f"{s.id} never came up", "tests": sorted(s.tests)}
                            for s in relevant},
             "invariants": {i: self.cases[i] for i in INVARIANT_IDS if i in checked},
+            "enabled": {kind.name: self.enabled[kind.name] for kind in FAULTS},
         }
 
 
@@ -66,6 +71,13 @@ def never_reached(coverage: dict[str, Any], violated: Iterable[str] = ()) -> lis
         if untested:
             lines.append(f"{counts['never']}: {', '.join(untested)} never tested against it")
     return lines
+
+
+def never_enabled(coverage: dict[str, Any]) -> list[str]:
+    """The fault kinds no run of a campaign turned on (none of its scenarios gave them a rate or a chance, or its
+    swarm switched them off in every seed): what it cannot have found, said rather than left out. A report older
+    than these counts says nothing."""
+    return [kind for kind, runs in coverage.get("enabled", {}).items() if not runs]
 
 
 def violated(report: Any) -> set[str]:

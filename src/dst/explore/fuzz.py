@@ -29,7 +29,7 @@ from .isolate import CAN_FORK, Died, Late, forked, warm
 from .steer import Steering
 from .pool import StopRequest, leave_partial, partials, running, stop_workers, worker_pool
 from ..runner.reproduce import reproduce
-from ..runner.swarm import swarm as swarm_of
+from ..runner.swarm import enabled_kinds, swarm as swarm_of
 
 _CHUNK = 8  # seeds per task handed to a worker: big enough to amortise the round trip, small enough to stop soon
 
@@ -53,6 +53,7 @@ class Outcome:
     # The violation's consequences (RunResult.consequences), as (invariant, time, message).
     consequences: tuple[tuple[str, int, str], ...] = ()
     arm: int = 0  # which of the campaign's scenarios it ran (an index into them)
+    enabled: tuple[str, ...] = ()  # the fault kinds its scenario (its swarm's, in a swarm) turned on
 
     @property
     def ok(self) -> bool:
@@ -97,13 +98,15 @@ def count_seeds(first: int, stop: int, shard: Shard | None) -> int:
 def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
              clock: Callable[[], float] = time.monotonic, arm: int = 0) -> Outcome:
     """One seed's outcome; past ``deadline`` (on ``clock``) the run stops where it is and raises :class:`Cut`."""
-    result = run(swarm_of(scenario, seed) if use_swarm else scenario, seed, deadline=deadline, clock=clock)
+    ran = swarm_of(scenario, seed) if use_swarm else scenario
+    result = run(ran, seed, deadline=deadline, clock=clock)
     v, unjudged = result.violation, result.unjudged
     return Outcome(seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
                    None if v is None else v.time, None if unjudged is None else (unjudged.kind, unjudged.why),
                    checked=result.invariants, fired=tuple(result.fired.items()),
                    reached=tuple(result.situations.items()), cases=tuple(result.cases.items()),
-                   consequences=tuple((c.invariant, c.time, c.message) for c in result.consequences), arm=arm)
+                   consequences=tuple((c.invariant, c.time, c.message) for c in result.consequences), arm=arm,
+                   enabled=enabled_kinds(ran))
 
 
 _OVERDUE = 3.0  # seconds past the deadline a campaign waits for the seeds in flight before it ends their workers
@@ -307,7 +310,7 @@ class Tally:
         self.arms[outcome.arm] += 1
         self.events += outcome.events
         self.checked.update(outcome.checked)
-        self.coverage.add(outcome.fired, outcome.reached, outcome.cases)
+        self.coverage.add(outcome.fired, outcome.reached, outcome.cases, outcome.enabled)
         self.last_seed = outcome.seed
         if outcome.unjudged is not None:
             kind = outcome.unjudged[0]

@@ -30,13 +30,14 @@ from typing import Iterable, Sequence
 import attrs
 
 from ..errors import UserError
-from ..models import ModelError
+from ..models import ModelError, resolve
 from ..runner import check
-from ..runner.swarm import aimed
+from ..runner.swarm import ENABLE, aimed, enable, enabled_kinds
 from ..scenario import Scenario, ScenarioError, load_shipped, shipped_names
 from ..sut import Situation
 
 _SCALE = 1 << 20  # weights are integers (strides of a deterministic schedule), at this resolution
+CATALOGUE = "dst:scenarios"  # the reference model's scenarios: one per catalogue bug, each made to reach it
 _OPENING = 2  # blocks in which half the seeds go to the broad scenarios; a quarter after them
 
 
@@ -155,7 +156,12 @@ def default_campaign(first: Scenario) -> Roster:
     bug's situation; then each of them again with half its faults aimed at the model's sensitive moments
     (:func:`~dst.runner.swarm.aimed`). A campaign that makes its own luck, where one scenario would leave the
     rare situations to chance. A shipped scenario that does not load on the model is passed over (a user's
-    model may lack the options it sets)."""
+    model may lack the options it sets).
+
+    A model of the user's (one whose scenarios are not dst's catalogue) also runs ``first`` with each fault kind of
+    :data:`~dst.runner.swarm.ENABLE` that no scenario of the campaign turns on (a clock skew, a server pause, the
+    slow store) turned on (:func:`~dst.runner.swarm.enable`), among the broad ones, where the model's bounds accept
+    it: a service's first campaign meets every kind of fault, not only those the embedded default has."""
     impl = first.model.impl
     broad: list[Scenario] = [first]
     narrow: list[Scenario] = []
@@ -168,6 +174,17 @@ def default_campaign(first: Scenario) -> Roster:
             continue
         if all(scenario != other for other in broad + narrow):
             (narrow if shipped.bugs else broad).append(scenario)
+    if resolve(impl).scenarios != CATALOGUE:  # a model of the user's: its scenarios (if any) are no catalogue
+        on = {kind for scenario in broad + narrow for kind in enabled_kinds(scenario)}
+        for kind in ENABLE:
+            if kind in on:
+                continue
+            try:
+                shape = enable(first, kind)
+                check(shape)
+            except (ScenarioError, ModelError, UserError):
+                continue  # beyond the model's bounds: the report names the kind as never enabled
+            broad.append(shape)
     roster = broad + narrow
     aimed_ones = tuple(dict.fromkeys(a for a in map(aimed, roster) if a not in roster))
     return Roster(tuple(roster) + aimed_ones, len(broad))

@@ -93,7 +93,7 @@ def write(finding: Finding, directory: Path) -> tuple[Path, bool]:
         numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))]
         number = max(numbers, default=0) + 1
         while True:
-            with staged(directory, render(finding, number).encode(), prefix=".finding-") as temp:
+            with staged(directory, render(finding, number, directory).encode(), prefix=".finding-") as temp:
                 again = read(temp)
                 assert (again.digest, again.invariant, again.scenario.steps, again.consequences) == \
                     (finding.digest, finding.invariant, finding.scenario.steps, finding.consequences), \

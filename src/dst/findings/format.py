@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -18,7 +19,7 @@ import attrs
 from ..version import __version__
 from ..errors import BUILD_RAISED, MODEL_ERROR, UserError
 from ..faults import FAULTS, fault_of
-from ..files import FileError, read_toml, where
+from ..files import FileError, from_here, read_toml, where
 from ..invariants import BY_ID
 from ..models import DEFAULT_IMPL
 from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
@@ -117,10 +118,11 @@ def _lines(prints: tuple[str, ...], per_line: int = 10) -> str:
     return "[\n" + "".join(f"  {row},\n" for row in rows) + "]"
 
 
-def render(finding: Finding, number: int) -> str:
-    """The finding as TOML: a header, the scenario's top-level keys and steps, [finding], the sections."""
+def render(finding: Finding, number: int, directory: Path = Path("findings")) -> str:
+    """The finding as TOML: a header, the scenario's top-level keys and steps, [finding], the sections. Its replay
+    command names the file in ``directory`` as a command typed where it is written names it."""
     doc = scenario_to_doc(finding.scenario)
-    replay = f"dst replay findings/{number:03d}-{finding.title}.toml"
+    replay = f"dst replay {shlex.quote(from_here(directory / f'{number:03d}-{finding.title}.toml'))}"
     then = ", ".join(f"{c.invariant} at t={format_time(c.time)}" for c in finding.consequences or ())
     out = [
         f"# dst finding {number:03d}: {finding.title}",

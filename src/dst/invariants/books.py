@@ -12,10 +12,10 @@ only that; nothing rescans all state.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..sim.kernel import Kernel, StopRun
-from ..sut import Bounds, Cancel, LeaseView, ResourceView, RunView
+from ..sut import Bounds, Cancel, LeaseId, LeaseView, ResourceView, RunClaim, RunView, lease_name, lease_order
 
 # The hooks a unit may define, and what they are called with:
 HOOKS = (
@@ -29,6 +29,8 @@ HOOKS = (
                               # RunClaim, with ``other`` the worker already working on that run, if any)
     "work_stopped",           # (client, handle): ... and stops it
     "removed_while_working",  # (client, lease): a lease was removed while its holder worked under it
+    "lease_removed",          # (lease, holder, expiry, key): a lease was removed; ``expiry``: the one last seen for
+                              # it; ``key``: the server handler whose step removed it (None: no handler's)
     "client_died",            # (client, leases it held): a client incarnation is gone
     "run_state",              # (run, state): a run entered a state
     "update_accepted",        # (run, token, what): an ack or terminal write was accepted
@@ -81,10 +83,10 @@ class _NoLeases:
     def count(self, limit: str) -> int:
         return 0
 
-    def expiry(self, lease: int) -> int | None:
+    def expiry(self, lease: LeaseId) -> int | None:
         return None
 
-    def lease_ids(self) -> list[int]:
+    def lease_ids(self) -> list[LeaseId]:
         return []
 
 
@@ -96,6 +98,8 @@ class Books:
         self.kernel = kernel
         self.limits = limits
         self.view: LeaseView = _NoLeases()
+        self.handling: Callable[[], int | None] = lambda: None  # the server handler whose step runs now (the mode's)
+        self.senders: Mapping[int, str] = {}  # plan step id -> its actor: who sent a request of that step's key
         self.runs_view: RunView | None = None
         self.resource: ResourceView | None = None  # the resource's own state, when it shows it
         self.bounds = Bounds()
@@ -110,24 +114,27 @@ class Books:
         self._bind()
 
         # Lease books.
-        self.owned: dict[int, int] = {}  # lease -> slots it took and has not given back
-        self.limit_of: dict[int, str] = {}  # lease -> its limit
-        self.live: dict[int, str] = {}  # leases the store has -> holder
+        self.owned: dict[LeaseId, int] = {}  # lease -> slots it took and has not given back
+        self.limit_of: dict[LeaseId, str] = {}  # lease -> its limit
+        self.live: dict[LeaseId, str] = {}  # leases the store has -> holder
         # Slots owned by stored leases not yet past their expiry, kept as renewals and time move it:
         self.recognised = {name: 0 for name in limits}
-        self.counted: set[int] = set()  # the leases in ``recognised``
-        self.expiry_of: dict[int, int] = {}  # the expiry last seen for each stored lease
+        self.counted: set[LeaseId] = set()  # the leases in ``recognised``
+        self.expiry_of: dict[LeaseId, int] = {}  # the expiry last seen for each stored lease
         self.expiry_before: int | None = None  # during a renewal's checks: the lease's expiry before it
-        self.expiring: dict[str, list[tuple[int, int]]] = {name: [] for name in limits}  # heaps of (expiry, lease)
+        self.expiring: dict[str, list[tuple[int, LeaseId]]] = {name: [] for name in limits}  # heaps of (expiry, lease)
         self.live_owned = {name: 0 for name in limits}  # limit -> slots owned by live leases
-        self.working: dict[str, int] = {}  # client -> lease it works under right now
+        self.working: dict[str, LeaseId] = {}  # client -> lease it works under right now
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
+        # Every slice of protected work, for the page: [client, handle, start, end (None: under way)].
+        self.work_slices: list[list[Any]] = []
+        self._slice_of: dict[str, list[Any]] = {}  # client -> its slice under way
         self._dirty: list[str] = []  # limits touched since the last settle
-        self._removed_while_working: list[tuple[str, int]] = []
-        self.token_of: dict[int, int] = {}  # lease -> the token it was handed
-        self.target_of: dict[int, str] = {}  # lease -> what its token fences
+        self._removed_while_working: list[tuple[str, LeaseId]] = []
+        self.token_of: dict[LeaseId, int] = {}  # lease -> the token it was handed
+        self.target_of: dict[LeaseId, str] = {}  # lease -> what its token fences
         self.newest_token: dict[str, int] = {}  # target -> the newest token handed out for it
-        self.on_target: dict[str, set[int]] = {}  # target -> the stored leases that hold it
+        self.on_target: dict[str, set[LeaseId]] = {}  # target -> the stored leases that hold it
         # The resource's (fence, contents) per target, as its view showed them after the last write reported there:
         self.stored: dict[str, tuple[int | None, object]] = {}
         self.stored_before: tuple[int | None, object] | None = None  # during a write's checks: its target's, before
@@ -169,7 +176,7 @@ class Books:
 
     # --- dst.sut.Facts: leases --------------------------------------------------------------
 
-    def slots_taken(self, lease: int, limit: str, n: int) -> None:
+    def slots_taken(self, lease: LeaseId, limit: str, n: int) -> None:
         self.owned[lease] = self.owned.get(lease, 0) + n
         self.limit_of[lease] = limit
         if lease in self.live:
@@ -178,7 +185,7 @@ class Books:
             self.recognised[limit] += n
         self._dirty.append(limit)
 
-    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+    def slots_returned(self, lease: LeaseId | None, limit: str, n: int) -> None:
         have = self.owned.get(lease, 0) if lease is not None and self.limit_of.get(lease) == limit else 0
         if have < n:
             for check in self._foreign_release:
@@ -192,7 +199,7 @@ class Books:
                 self.recognised[limit] -= n
         self._dirty.append(limit)
 
-    def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
+    def lease_stored(self, lease: LeaseId, holder: str, limit: str, token: int | None = None,
                      target: str | None = None) -> None:
         self.live[lease] = holder
         self.limit_of.setdefault(lease, limit)
@@ -206,14 +213,14 @@ class Books:
             self.newest_token[target] = max(token, self.newest_token.get(target, token))
             self.on_target.setdefault(target, set()).add(lease)
 
-    def lease_renewed(self, lease: int, limit: str) -> None:
+    def lease_renewed(self, lease: LeaseId, limit: str) -> None:
         self.expiry_before = self.expiry_of.get(lease)  # for the checks: the expiry the renewal replaced
         self._saw_expiry(lease, limit)  # a renewal can make a lease count again
         self._dirty.append(limit)
         for check in self._watchers["lease_renewed"]:
             check(lease)
 
-    def _saw_expiry(self, lease: int, limit: str) -> None:
+    def _saw_expiry(self, lease: LeaseId, limit: str) -> None:
         expiry = self.view.expiry(lease) or 0
         self.expiry_of[lease] = expiry
         heappush(self.expiring[limit], (expiry, lease))
@@ -221,7 +228,7 @@ class Books:
             self.counted.add(lease)
             self.recognised[limit] += self.owned.get(lease, 0)
 
-    def lease_removed(self, lease: int) -> None:
+    def lease_removed(self, lease: LeaseId) -> None:
         holder = self.live.pop(lease, None)
         target = self.target_of.pop(lease, None)
         if target is not None:
@@ -229,7 +236,9 @@ class Books:
         if holder is None:
             return  # a removal reported twice: the books already have it
         limit = self.limit_of[lease]
-        self.expiry_of.pop(lease, None)
+        expiry = self.expiry_of.pop(lease, None)
+        for check in self._watchers["lease_removed"]:
+            check(lease, holder, expiry, self.handling())
         if lease in self.counted:
             self.counted.remove(lease)
             self.recognised[limit] -= self.owned.get(lease, 0)
@@ -238,12 +247,12 @@ class Books:
         if self.working.get(holder) == lease:
             self._removed_while_working.append((holder, lease))
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self._saw_write(target)
         for check in self._write_accepted:
             check(holder, lease, token, target)
 
-    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_refused(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self._saw_write(target)
         for check in self._watchers["write_refused"]:
             check(holder, lease, token, target)
@@ -291,7 +300,9 @@ class Books:
                 check(request.run)
 
     def work_started(self, client: str, handle: Any) -> None:
-        if handle.__class__ is int:
+        self._slice_of[client] = piece = [client, handle, self.kernel.now, None]
+        self.work_slices.append(piece)
+        if handle.__class__ is not RunClaim:  # a lease id, of whatever kind the service's are
             limit = self.limit_of.get(handle)
             self.working[client] = handle
             if limit is not None:
@@ -307,7 +318,10 @@ class Books:
             check(client, handle, other)
 
     def work_stopped(self, client: str, handle: Any) -> None:
-        if handle.__class__ is int:
+        piece = self._slice_of.pop(client, None)
+        if piece is not None:
+            piece[3] = self.kernel.now
+        if handle.__class__ is not RunClaim:
             del self.working[client]
             limit = self.limit_of.get(handle)
             if limit is not None:
@@ -319,9 +333,12 @@ class Books:
 
     def client_died(self, client: str) -> None:
         """A client incarnation is gone: its leases must be reclaimed in time."""
+        piece = self._slice_of.pop(client, None)
+        if piece is not None:
+            piece[3] = self.kernel.now  # its work ends with it
         watchers = self._watchers["client_died"]
         if watchers:
-            held = [lease for lease, holder in sorted(self.live.items()) if holder == client]
+            held = [lease for lease in sorted(self.live, key=lease_order) if self.live[lease] == client]
             for check in watchers:
                 check(client, held)
 
@@ -367,18 +384,25 @@ class Books:
         for check in self._watchers["quiet_period_over"]:
             check(served_until, busy)
 
+    def worked(self, until: int) -> tuple[tuple[str, str, int, int], ...]:
+        """Every slice of protected work: (client, what it worked under, as dst names it, start, end); a slice
+        still under way ends at ``until``."""
+        return tuple((client, f"run {handle.run}" if handle.__class__ is RunClaim else lease_name(handle), start,
+                      until if end is None else end) for client, handle, start, end in self.work_slices)
+
     # --- what units ask ---------------------------------------------------------------------
 
-    def recognised_lease(self, lease: int, holder: str) -> bool:
+    def recognised_lease(self, lease: LeaseId, holder: str) -> bool:
         """The authority still has ``lease``, held by ``holder``, unexpired."""
         expiry = self.view.expiry(lease)
         return expiry is not None and self.live.get(lease) == holder and self.kernel.now < expiry
 
-    def lease_state(self, lease: int) -> str:
+    def lease_state(self, lease: LeaseId) -> str:
         expiry = self.view.expiry(lease)
+        name = lease_name(lease)
         if expiry is None:
-            return f"L{lease} is gone"
-        return f"L{lease} expired at t={expiry}" if expiry <= self.kernel.now else f"L{lease} valid until t={expiry}"
+            return f"{name} is gone"
+        return f"{name} expired at t={expiry}" if expiry <= self.kernel.now else f"{name} valid until t={expiry}"
 
     def recognised_slots(self, limit: str) -> int:
         """Slots owned by the limit's stored, unexpired leases: leases whose expiry has passed leave the
@@ -393,12 +417,13 @@ class Books:
 
     def owners(self, limit: str, recognised_only: bool = False) -> str:
         now = self.kernel.now
-        parts = [f"L{lease}({self.live.get(lease, 'gone')})={n}" for lease, n in sorted(self.owned.items())
+        parts = [f"{lease_name(lease)}({self.live.get(lease, 'gone')})={n}"
+                 for lease, n in sorted(self.owned.items(), key=lambda item: lease_order(item[0]))
                  if n and self.limit_of.get(lease) == limit
                  and (not recognised_only or (self.view.expiry(lease) or 0) > now)]
         return f"; owners: {', '.join(parts)}" if parts else ""
 
-    def not_yet_due(self, lease: int) -> bool:
+    def not_yet_due(self, lease: LeaseId) -> bool:
         """``lease`` is valid, or expired too recently for the reaper to have been due: in a run still
         moving (a drain that ran out), a lease granted or renewed late is live, not stranded."""
         return (self.view.expiry(lease) or 0) + self.bounds.reclaim_within > self.kernel.now

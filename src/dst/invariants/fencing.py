@@ -5,6 +5,7 @@ lease's token and target, and the writes its resource refuses."""
 from __future__ import annotations
 
 
+from ..sut import LeaseId, lease_name, lease_order
 from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
 from .leases import LEASES
@@ -22,16 +23,17 @@ class UniqueTokens(Invariant):
 
     def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
-        self.owner: dict[int, int] = {}  # token -> the lease it was handed to
+        self.owner: dict[int, LeaseId] = {}  # token -> the lease it was handed to
 
-    def lease_stored(self, lease: int, token: int, target: str) -> None:
+    def lease_stored(self, lease: LeaseId, token: int, target: str) -> None:
         self.checks += 1
         first = self.owner.setdefault(token, lease)
         if first != lease:
-            self.fail(f"token {token} was handed to L{lease}, and to L{first} before it")
+            self.fail(f"token {token} was handed to {lease_name(lease)}, and to {lease_name(first)} before it")
         newest = self.g.newest_token.get(target)
         if newest is not None and token <= newest:
-            self.fail(f"L{lease} was handed token {token} for {target}, where token {newest} was handed out before")
+            self.fail(f"{lease_name(lease)} was handed token {token} for {target}, where token {newest} was handed out "
+                      f"before")
 
 
 @invariant
@@ -44,22 +46,22 @@ class ExclusiveSeats(Invariant):
     because = ("two recognised leases on one seat is where a renewal of an expired lease and a disagreement on expiry "
                "both end")
 
-    def lease_stored(self, lease: int, token: int, target: str) -> None:
+    def lease_stored(self, lease: LeaseId, token: int, target: str) -> None:
         self._alone(lease, target)
 
-    def lease_renewed(self, lease: int) -> None:
+    def lease_renewed(self, lease: LeaseId) -> None:
         target = self.g.target_of.get(lease)
         if target is not None:
             self._alone(lease, target)
 
-    def _alone(self, lease: int, target: str) -> None:
+    def _alone(self, lease: LeaseId, target: str) -> None:
         self.checks += 1
         g, now = self.g, self.g.kernel.now
-        others = sorted(other for other in g.on_target.get(target, ()) if other != lease
-                        and (g.view.expiry(other) or 0) > now)
+        others = sorted((other for other in g.on_target.get(target, ()) if other != lease
+                         and (g.view.expiry(other) or 0) > now), key=lease_order)
         if others and (g.view.expiry(lease) or 0) > now:
-            self.fail(f"L{lease} and L{others[0]} both hold {target}, and the authority recognises both "
-                      f"({g.lease_state(lease)}; {g.lease_state(others[0])})")
+            self.fail(f"{lease_name(lease)} and {lease_name(others[0])} both hold {target}, and the authority "
+                      f"recognises both ({g.lease_state(lease)}; {g.lease_state(others[0])})")
 
 
 @invariant
@@ -73,12 +75,12 @@ class WriteProgress(Invariant):
     because = ("checked as the resource refuses the write: refusing the newest token of a current lease is the "
                "fence's own slip")
 
-    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_refused(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self.checks += 1
         g = self.g
         if g.recognised_lease(lease, holder) and g.token_of.get(lease) == token == g.newest_token.get(target):
             self.fail(f"the resource refused {holder}'s write to {target} with token {token}, the newest handed out "
-                      f"for it, while the authority recognises L{lease} ({g.lease_state(lease)})")
+                      f"for it, while the authority recognises {lease_name(lease)} ({g.lease_state(lease)})")
 
 
 @invariant
@@ -92,10 +94,10 @@ class FenceOnlyUp(Invariant):
     names = CAUSE
     because = "checked at the write that lowered the fence: a resource that applies before it compares is the slip"
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self._not_lowered(holder, token, target, "accepted")
 
-    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_refused(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self._not_lowered(holder, token, target, "refused")
 
     def _not_lowered(self, holder: str, token: int, target: str, answer: str) -> None:
@@ -121,7 +123,7 @@ class RefusedChangesNothing(Invariant):
     names = CAUSE
     because = "checked at the refused write itself: applying a write it then refuses is the slip"
 
-    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_refused(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         g = self.g
         before = g.stored_before
         if before is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ..sut import Bounds, LeaseView, Resource, ResourceView, RunView
 from .base import INVARIANTS, WATCHES, Invariant, Unit
@@ -18,9 +18,16 @@ class Ghost(Books):
     situations: tuple[Situation, ...] = ()
 
     def watch(self, invariants: Iterable[str], *, leases: LeaseView | None, runs: RunView | None,
-              bounds: Bounds, resource: Resource | None = None) -> None:
+              bounds: Bounds, resource: Resource | None = None, handling: Callable[[], int | None] | None = None,
+              senders: Mapping[int, str] | None = None) -> None:
         """Check these invariants (ids), against these views, held to these bounds (and the resource's state, if
-        it shows it: a :class:`~dst.sut.ResourceView`)."""
+        it shows it: a :class:`~dst.sut.ResourceView`). ``handling`` tells the key of the server handler whose step
+        runs now, ``senders`` the actor of each plan step (who sent the requests keyed by it): what tells a holder's
+        release from the server's own removal."""
+        if handling is not None:
+            self.handling = handling
+        if senders is not None:
+            self.senders = senders
         if leases is not None:
             self.view = leases
         self.runs_view = runs

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..sim.trace import is_background, key_name, step_of
+from ..sut import LeaseId, RunClaim, lease_name
 from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
 
@@ -55,12 +57,13 @@ class NoForeignRelease(Invariant):
     names = CAUSE
     because = "checked at the release or reap itself: giving back slots its lease does not own is the slip"
 
-    def foreign_release(self, lease: int | None, limit: str, n: int, owned: int) -> None:
+    def foreign_release(self, lease: LeaseId | None, limit: str, n: int, owned: int) -> None:
         self.checks += 1
         if lease is None:
             self.fail(f"a release naming no lease gave back {n} slot(s) of {limit!r}: they belonged to another holder")
             return
-        self.fail(f"a release naming L{lease} gave back {n} slot(s) of {limit!r}, but L{lease} owned {owned}: "
+        name = lease_name(lease)
+        self.fail(f"a release naming {name} gave back {n} slot(s) of {limit!r}, but {name} owned {owned}: "
                   f"the slot belonged to another holder")
 
 
@@ -78,7 +81,7 @@ class FencedWrites(Invariant):
         super().__init__(ghost)
         self.highest: dict[str, int] = {}  # write target -> highest token accepted
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self.checks += 1
         highest = self.highest.get(target, 0)
         if token < highest:
@@ -86,8 +89,8 @@ class FencedWrites(Invariant):
                       f"{highest} there")
         self.highest[target] = token
         if self.g.bounds.write_checks_lease and not self.g.recognised_lease(lease, holder):
-            self.fail(f"the resource accepted a write from {holder} under L{lease}, which the authority no longer "
-                      f"recognises ({self.g.lease_state(lease)})")
+            self.fail(f"the resource accepted a write from {holder} under {lease_name(lease)}, which the authority no "
+                      f"longer recognises ({self.g.lease_state(lease)})")
 
 
 @invariant
@@ -108,7 +111,7 @@ class SingleExecutor(Invariant):
     def work_started(self, client: str, handle: Any, other: str | None) -> None:
         self.checks += 1
         g = self.g
-        if handle.__class__ is not int:
+        if handle.__class__ is RunClaim:
             run = handle.run
             if other is not None and other != client:
                 self.fail(f"{client} starts run {run} while {other} still works on it: two executions")
@@ -117,7 +120,7 @@ class SingleExecutor(Invariant):
                           f"({g.claim_state(run)})")
             return
         if not g.recognised_lease(handle, client):
-            self.fail(f"{client} starts work under L{handle}, which the authority no longer recognises "
+            self.fail(f"{client} starts work under {lease_name(handle)}, which the authority no longer recognises "
                       f"({g.lease_state(handle)})")
         limit = g.limit_of.get(handle)
         if limit is not None and g.working_on[limit] > g.limits[limit]:
@@ -128,7 +131,7 @@ class SingleExecutor(Invariant):
     def work_stopped(self, client: str, handle: Any) -> None:
         self.checks += 1
         g, now = self.g, self.g.kernel.now
-        if handle.__class__ is not int:
+        if handle.__class__ is RunClaim:
             held = g.runs_view.claim_of(handle.run) if g.runs_view is not None else None
             if held is None or held.token != handle.token or held.idle_since + g.bounds.claim_timeout < now:
                 self.fail(f"{client} worked on run {handle.run} until t={now} under claim {handle.token}, past the "
@@ -136,12 +139,12 @@ class SingleExecutor(Invariant):
             return
         expiry = g.view.expiry(handle)
         if expiry is None or expiry < now:
-            self.fail(f"{client} worked under L{handle} until t={now}, past the moment the authority stopped "
-                      f"recognising it ({g.lease_state(handle)})")
+            self.fail(f"{client} worked under {lease_name(handle)} until t={now}, past the moment the authority "
+                      f"stopped recognising it ({g.lease_state(handle)})")
 
-    def removed_while_working(self, client: str, lease: int) -> None:
+    def removed_while_working(self, client: str, lease: LeaseId) -> None:
         self.checks += 1
-        self.fail(f"L{lease} was removed while {client} works under it")
+        self.fail(f"{lease_name(lease)} was removed while {client} works under it")
 
 
 @invariant
@@ -156,12 +159,12 @@ class StrandedSlot(Invariant):
     because = ("a slot left held is where a lost lease, a count off by one and an immortal TTL all end, long after "
                "the slip")
 
-    def client_died(self, client: str, held: list[int]) -> None:
+    def client_died(self, client: str, held: list[LeaseId]) -> None:
         if held:
             now = self.g.kernel.now
             self.g.kernel.after(self.g.bounds.reclaim_within, self._check_reclaimed, (client, held, now, now))
 
-    def _check_reclaimed(self, arg: tuple[str, list[int], int, int]) -> None:
+    def _check_reclaimed(self, arg: tuple[str, list[LeaseId], int, int]) -> None:
         client, held, died, window_start = arg
         g, within = self.g, self.g.bounds.reclaim_within
         if g.server.rearmed(window_start, within, self._check_reclaimed, lambda start: (client, held, died, start)):
@@ -169,8 +172,9 @@ class StrandedSlot(Invariant):
         self.checks += 1
         for lease in held:
             if lease in g.live:
-                self.fail(f"L{lease} of {client}, which died at t={died}, still holds {g.owned.get(lease, 0)} "
-                          f"slot(s) of {g.limit_of[lease]!r} {within}ms later ({g.lease_state(lease)})")
+                self.fail(f"{lease_name(lease)} of {client}, which died at t={died}, still holds "
+                          f"{g.owned.get(lease, 0)} slot(s) of {g.limit_of[lease]!r} {within}ms later "
+                          f"({g.lease_state(lease)})")
 
     def quiet_period_over(self, served_until: int | None, busy: frozenset[str]) -> None:
         self.checks += 1
@@ -184,7 +188,7 @@ class StrandedSlot(Invariant):
                 self.fail(f"after the quiet period count({limit})={count}{held}{g.owners(limit)}")
         left = [lease for lease in g.view.lease_ids() if lease not in at_work]
         if left:
-            shown = ", ".join(f"L{lease}({g.live.get(lease, '?')})" for lease in left[:5])
+            shown = ", ".join(f"{lease_name(lease)}({g.live.get(lease, '?')})" for lease in left[:5])
             self.fail(f"after the quiet period {len(left)} lease(s) remain: {shown}")
 
 
@@ -198,10 +202,39 @@ class ExpiryOnlyForward(Invariant):
     names = CAUSE
     because = "checked at the renewal that moved the expiry back"
 
-    def lease_renewed(self, lease: int) -> None:
+    def lease_renewed(self, lease: LeaseId) -> None:
         self.checks += 1
         g = self.g
         before, expiry = g.expiry_before, g.expiry_of.get(lease)
         if before and expiry is not None and expiry < before:
-            self.fail(f"L{lease}'s expiry moved back from t={before} to t={expiry} at a renewal "
+            self.fail(f"{lease_name(lease)}'s expiry moved back from t={before} to t={expiry} at a renewal "
                       f"({g.lease_state(lease)})")
+
+
+@invariant
+class RemovedBeforeExpiry(Invariant):
+    id = "removed-before-expiry"
+    title = "lease-removed-before-expiry"
+    statement = ("the server's own work (its reaper, a sweep, a request of another client's) never removes a lease "
+                 "whose stored expiry is still ahead: only its holder's release ends a lease the authority recognises")
+    parts = LEASES
+    names = CAUSE
+    because = ("checked at the removal, from what the store shows (the expiry last seen for the lease) and whose "
+               "handler made it: a reaper that deletes a lease just renewed is the slip, whether or not its holder "
+               "was working then")
+
+    def lease_removed(self, lease: LeaseId, holder: str, expiry: int | None, key: int | None) -> None:
+        if key is None:
+            return  # no handler's step (dst's own, a crash's roll-back): nobody to blame
+        now = self.g.kernel.now
+        if is_background(key):
+            by = f"the server's own work ({key_name(key)})"
+        else:
+            sender = self.g.senders.get(step_of(key) or 0)
+            if sender is None or sender == holder:
+                return  # the holder's own release (or a request dst cannot place): its to end
+            by = f"a request of {sender}'s ({key_name(key)})"
+        self.checks += 1
+        if expiry is not None and expiry > now:
+            self.fail(f"{lease_name(lease)} of {holder} was removed at t={now} by {by}, while its stored expiry was "
+                      f"t={expiry}: the authority took a lease it still recognised")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..sut import RunClaim
 from .books import Books
 from .base import CAUSE, SYMPTOM, Invariant, invariant
 
@@ -82,7 +83,7 @@ class CancelledNeverStarts(Invariant):
             self.never.add(run)
 
     def work_started(self, client: str, handle: Any, other: str | None) -> None:
-        if handle.__class__ is int:
+        if handle.__class__ is not RunClaim:
             return  # lease work
         self.checks += 1
         if handle.run in self.never:

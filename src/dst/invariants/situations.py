@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Iterable
 
-from ..sut import Situation as Declared
+from ..sut import LeaseId, RunClaim, Situation as Declared
 from .books import Books
 from .base import Unit, register
 
@@ -79,7 +79,7 @@ class DiedHolding(Situation):
     tests = ("stranded-slot", "slot-accounting", "capacity")
     never = "no client ever died while holding a lease"
 
-    def client_died(self, client: str, held: list[int]) -> None:
+    def client_died(self, client: str, held: list[LeaseId]) -> None:
         if held:
             self.count += 1
 
@@ -106,15 +106,15 @@ class ReclaimedWhileWorking(Situation):
     tests = ("single-executor", "fenced-writes")
     never = "no lease was ever reclaimed or expired while its holder worked"
 
-    def removed_while_working(self, client: str, lease: int) -> None:
+    def removed_while_working(self, client: str, lease: LeaseId) -> None:
         self.count += 1
 
     def work_started(self, client: str, handle: Any, other: str | None) -> None:
-        if handle.__class__ is int and not self.g.recognised_lease(handle, client):
+        if handle.__class__ is not RunClaim and not self.g.recognised_lease(handle, client):
             self.count += 1
 
     def work_stopped(self, client: str, handle: Any) -> None:
-        if handle.__class__ is int:
+        if handle.__class__ is not RunClaim:
             expiry = self.g.view.expiry(handle)
             if expiry is None or expiry < self.g.kernel.now:
                 self.count += 1
@@ -128,7 +128,7 @@ class StaleWrite(Situation):
     tests = ("fenced-writes", "fence-only-up", "refused-changes-nothing")
     never = "no write ever came with a superseded token"
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         if token < self.g.newest_token.get(target, token):
             self.count += 1
 
@@ -156,7 +156,7 @@ class WorkerDiedWithRun(Situation):
     tests = ("at-least-once", "single-executor", "bounded-transition", "claim-token-changes")
     never = "no worker ever died in the middle of a run"
 
-    def client_died(self, client: str, held: list[int]) -> None:
+    def client_died(self, client: str, held: list[LeaseId]) -> None:
         g = self.g  # its work has stopped by now: what tells is a running run still claimed by it
         for run, state in g.run_states.items():
             claim = g.runs_view.claim_of(run) if state == "RUNNING" and g.runs_view is not None else None

@@ -24,7 +24,8 @@ import attrs
 
 from ..errors import UserError
 from ..causal import STEP_KINDS, causal_slice
-from ..faults import FAULTS
+from ..faults import FAULTS, fault_of
+from ..text import format_duration
 from .shapes import MESSAGE_KINDS, LeaseBar, claim_bars, fault_kind, fault_marks, lease_bars, message_arrows
 from .terminal import ACTION_STYLE, lane_order
 from ..runner import RunResult
@@ -86,6 +87,18 @@ def _rows(bars: Sequence[LeaseBar]) -> list[int]:
     return rows
 
 
+def _amounts(result: RunResult) -> dict[tuple[str, str, int], str]:
+    """What a fault's span is drawn with besides its kind: the duration its plan step gives (a clock skew's
+    ``by 30s``, a pause's ``for 5s``), which its trace event may not say."""
+    out = {}
+    for step in result.plan:
+        fault = fault_of(step)
+        if fault is not None and fault.duration_arg and not fault.pinned:
+            ms = step.number(fault.duration_arg)
+            out[(fault.name, step.actor, step.at)] = f"{fault.duration_arg} {format_duration(ms)}"
+    return out
+
+
 @attrs.frozen
 class Source:
     """What the page says of where the run came from."""
@@ -103,6 +116,7 @@ def page_data(result: RunResult, source: Source, *, every_step: bool = False) ->
     lane = {name: i for i, name in enumerate(names)}
     in_slice = set(slice_indexes(result, every_step))
     sliced = bool(in_slice)  # without a violation nothing is dimmed
+    slice_actors = {trace[i][1] for i in in_slice}
 
     kinds: list[str] = []
     kind_index: dict[str, int] = {}
@@ -127,12 +141,16 @@ def page_data(result: RunResult, source: Source, *, every_step: bool = False) ->
                   key=lambda bar: bar.start)  # rows are given in start order
     leases = [{"what": bar.what, "lease": bar.lease, "holder": bar.holder, "lane": lane[bar.holder], "row": row, "token": bar.token,
                "seat": bar.seat, "limit": bar.limit, "spans": [list(s) for s in bar.spans], "ended": bar.ended,
-               "renewals": list(bar.renewals), "events": list(bar.events),
+               "renewals": list(bar.renewals), "renewed_to": list(bar.renewed_to), "events": list(bar.events),
                "slice": int(not sliced or any(i in in_slice for i in bar.events))}
               for bar, row in zip(bars, _rows(bars))]
+    amounts = _amounts(result)
     faults = [{"kind": m.kind, "lane": lane[m.actor], "start": m.start, "end": m.end, "event": m.event,
-               "slice": int(not sliced or m.event in in_slice)}
+               "slice": int(not sliced or m.event in in_slice), "amount": amounts.get((m.kind, m.actor, m.start))}
               for m in fault_marks(result.raw_trace, result.virtual_time, result.befell[1])]
+    work = [{"lane": lane[client], "lease": under, "start": start, "end": end,
+             "slice": int(not sliced or client in slice_actors)}
+            for client, under, start, end in result.work if client in lane]
     arrows = [[a.sent, a.received, int(a.lost), int(not sliced or (a.sent in in_slice and a.received in in_slice))]
               for a in message_arrows(result.raw_trace)]
     v = result.violation
@@ -158,6 +176,7 @@ def page_data(result: RunResult, source: Source, *, every_step: bool = False) ->
         "leases": leases,
         "faults": faults,
         "arrows": arrows,
+        "work": work,
         "violation": None if v is None else {"invariant": v.invariant, "message": v.message, "time": v.time,
                                              "during": v.during},
         "consequences": [{"invariant": c.invariant, "message": c.message, "time": c.time} for c in result.consequences],

@@ -11,8 +11,9 @@ import attrs
 
 from ..faults import FAULTS, FaultKind, fault_of
 from ..plan import is_client
-from ..sim.trace import (NETWORK, OWN, RECEIVED, REMOVED, RENEWED, RESOURCE_WRITE, SENT, STORED, Event, detail_args,
-                        request_key, response_key)
+from ..sim.trace import (NETWORK, OWN, RECEIVED, REMOVED_ANY, RENEWED_ANY, RESOURCE_WRITE, SENT, STORED_ANY, Event,
+                        detail_args, request_key, response_key)
+from ..sut import LeaseId, lease_name
 
 
 # --- reading the raw trace ------------------------------------------------------------------------
@@ -49,7 +50,7 @@ class LeaseBar:
     (a release, the reaper, a restart that lost it), or at its expiry if that came first: from then on the
     authority no longer recognised it."""
 
-    lease: str  # "L3"; a claim: "run 3"
+    lease: str  # "L3" (a UUID id: as it is); a claim: "run 3"
     holder: str  # the client the grant went to
     token: int | None
     seat: int | None
@@ -59,6 +60,7 @@ class LeaseBar:
     renewals: tuple[int, ...]  # a claim's: its heartbeats the server answered
     events: tuple[int, ...]  # trace indexes: its grant, renewals and its end, if the trace says it
     what: str = "lease"  # or "claim": a worker's claim on a run
+    renewed_to: tuple[int, ...] = ()  # a lease's: the expiry each of its renewals set (a claim's: none)
 
     @property
     def start(self) -> int:
@@ -71,7 +73,7 @@ class LeaseBar:
 
 @attrs.define
 class _Lease:
-    lease: int
+    lease: LeaseId
     holder: str
     token: int | None
     seat: int | None
@@ -80,6 +82,7 @@ class _Lease:
     ended: str = ""
     renewals: list[int] = attrs.Factory(list)
     events: list[int] = attrs.Factory(list)
+    renewed_to: list[int] = attrs.Factory(list)  # the expiry each renewal set
 
 
 def _server_replies(raw_trace: Sequence[Event]) -> Iterator[tuple[int, int, Any, Any, str]]:
@@ -130,6 +133,7 @@ def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
             else:
                 last[1] = expiry
             named.renewals.append(now)
+            named.renewed_to.append(expiry)
             named.events.append(i)
         elif _field(response, "reason") is None:  # done: a release, or an evict of a seat's holder
             seat = _field(request, "seat")
@@ -142,24 +146,25 @@ def lease_bars(raw_trace: Sequence[Event], run_end: int) -> list[LeaseBar]:
 def _stored_leases(raw_trace: Sequence[Event]) -> list[_Lease]:
     """The leases the store held, from the observer's events: stored, renewed, removed (by a release or the
     reaper: the store does not say which)."""
-    live: dict[int, _Lease] = {}
+    live: dict[LeaseId, _Lease] = {}
     leases: list[_Lease] = []
     for i, event in enumerate(raw_trace):
         if event[2] != "store":
             continue
-        if (args := detail_args(event, STORED)) is not None:
+        if (args := detail_args(event, STORED_ANY)) is not None:
             lease_id, holder, _, limit, expiry = args
             live[lease_id] = lease = _Lease(lease_id, holder, None, None, limit, [[event[0], expiry]], events=[i])
             leases.append(lease)
-        elif (args := detail_args(event, RENEWED)) is not None and args[0] in live:
+        elif (args := detail_args(event, RENEWED_ANY)) is not None and args[0] in live:
             lease, (start, end) = live[args[0]], live[args[0]].spans[-1]
             if event[0] >= end:
                 lease.spans.append([event[0], args[1]])  # it had lapsed: valid again from the renewal
             else:
                 lease.spans[-1] = [start, args[1]]
             lease.renewals.append(event[0])
+            lease.renewed_to.append(args[1])
             lease.events.append(i)
-        elif (args := detail_args(event, REMOVED)) is not None and args[0] in live:
+        elif (args := detail_args(event, REMOVED_ANY)) is not None and args[0] in live:
             _end(live.pop(args[0]), event[0], "removed", i)
     return leases
 
@@ -185,8 +190,9 @@ def _bar(lease: _Lease, run_end: int, what: str = "lease") -> LeaseBar:
     ended = lease.ended or "expired"
     if spans[-1][1] > run_end:
         spans[-1], ended = (spans[-1][0], run_end), _HELD_AT_END
-    return LeaseBar(f"L{lease.lease}" if what == "lease" else f"run {lease.lease}", lease.holder, lease.token,
-                    lease.seat, lease.limit, tuple(spans), ended, tuple(lease.renewals), tuple(lease.events), what)
+    return LeaseBar(lease_name(lease.lease) if what == "lease" else f"run {lease.lease}", lease.holder, lease.token,
+                    lease.seat, lease.limit, tuple(spans), ended, tuple(lease.renewals), tuple(lease.events), what,
+                    tuple(lease.renewed_to))
 
 
 # The runs part of the reference protocol, read the same way: a reply with ``run``, ``token`` and ``work``

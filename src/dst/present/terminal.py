@@ -219,9 +219,13 @@ def render_fuzz(console: Console, report: Report) -> None:
 def _coverage_rows(grid: Table, coverage: dict[str, Any], broken: set[str]) -> None:
     """What the campaign exercised, and, in yellow, what it never reached (``broken``: the invariants it
     violated, which met their cases whatever else says so)."""
-    from ..explore.coverage import never_reached
+    from ..explore.coverage import never_enabled, never_reached
 
     grid.add_row("faults fired", plain(_counts(coverage.get("faults", {}))))
+    off = never_enabled(coverage)
+    if off:
+        grid.add_row("never enabled", plain((f"{', '.join(off)}: no seed turned them on, so nothing they cause was "
+                                             f"looked for (give them a rate or a chance in a scenario)", "yellow")))
     reached = [f"{name} in {c['runs']:,} run(s)" for name, c in coverage.get("situations", {}).items() if c["runs"]]
     grid.add_row("reached", plain(", ".join(reached) or "no risky situation"))
     for line in never_reached(coverage, broken):

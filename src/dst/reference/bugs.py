@@ -29,7 +29,7 @@ CATALOGUE: tuple[Bug, ...] = (
         story="A acquires (token 1) and pauses; its lease expires and is reaped; B acquires (token 2) and writes; A wakes and writes: accepted. Kleppmann's fencing argument; etcd's lock docs."),
     Bug("volatile-fence-counter", ("unique-tokens", "fenced-writes", "fence-only-up"), 4, "the fencing counter resets on restart",
         story="A gets token 5 and writes. The server restarts and its counter starts over: B is handed token 1, a token already given out; A's late write with 5 now beats B's 1. Seen in docket's generation counter."),
-    Bug("unchecked-release", ("no-foreign-release", "capacity"), 4,
+    Bug("unchecked-release", ("no-foreign-release", "capacity", "removed-before-expiry"), 4,
         "release compares the owner and deletes by key in separate steps",
         story="A holds and reads 'the seat is mine'; A pauses; its lease expires; B takes the seat; A deletes by key: B's lease is gone; C acquires: B and C hold. redis-py does it right, in one Lua script."),
     Bug("immortal-lease", ("stranded-slot",), 3, "a lease whose TTL is effectively infinite is never reclaimed",

@@ -9,20 +9,21 @@ import attrs
 
 from ..models import ModelError
 from ..scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
-from .swarm import aimed, swarm
+from .swarm import ENABLE, aimed, enable, swarm
 
 
 def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
-            model: str | None = None, no_bugs: bool = False, aim: bool = False) -> str:
+            model: str | None = None, no_bugs: bool = False, aim: bool = False, enable: Iterable[str] = ()) -> str:
     """``dst run --seed N`` with the flags given, as a shell takes it (a path with a space is quoted): the
     scenario as the command line names it (None: the embedded default), the model it runs instead of the
-    file's, the bugs it turns on besides the file's (with ``no_bugs``, instead of them), and whether its faults
-    are aimed."""
-    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs, aim))
+    file's, the bugs it turns on besides the file's (with ``no_bugs``, instead of them), the fault kinds it
+    turns on that the file leaves off, and whether its faults are aimed."""
+    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs, aim, enable))
 
 
 def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
-              model: str | None = None, no_bugs: bool = False, aim: bool = False) -> list[str]:
+              model: str | None = None, no_bugs: bool = False, aim: bool = False,
+              enable: Iterable[str] = ()) -> list[str]:
     """:func:`command` as the list of its words."""
     parts = ["dst", "run", "--seed", str(seed)]
     if scenario_arg:
@@ -33,6 +34,8 @@ def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swar
         parts.append("--no-bugs")
     for slug in bugs:
         parts += ["--bug", slug]
+    for kind in enable:
+        parts += ["--enable", kind]
     if aim:
         parts.append("--aim")
     if use_swarm:
@@ -70,8 +73,25 @@ def reproduce(scenario: Scenario, seed: int) -> str | None:
     no_bugs = bool(set(on_disk.bugs) - set(scenario.bugs))  # a shipped scenario the default campaign ran correct
     extra = list(scenario.bugs) if no_bugs else [slug for slug in scenario.bugs if slug not in on_disk.bugs]
     on_disk = attrs.evolve(on_disk, bugs=scenario.bugs)
-    for aim, loaded in ((False, on_disk), (True, aimed(on_disk))):
+    kinds = _enabled(scenario.name, on_disk.name)
+    shape = on_disk
+    for kind in kinds:
+        shape = enable(shape, kind)
+    for aim, loaded in ((False, shape), (True, aimed(shape))):
         for use_swarm, ran in ((False, loaded), (True, swarm(loaded, seed))):
             if ran == scenario:
-                return command(seed, name, extra, use_swarm, model, no_bugs, aim)
+                return command(seed, name, extra, use_swarm, model, no_bugs, aim, kinds)
     return None
+
+
+def _enabled(name: str, loaded: str) -> tuple[str, ...]:
+    """The fault kinds a scenario named ``name`` turned on (``--enable``) over the one named ``loaded``, in order:
+    each says so in the name (``default, with clock_skew``)."""
+    rest, kinds = name.removesuffix(", aimed"), []
+    while rest != loaded:
+        kind = next((k for k in ENABLE if rest.endswith(f", with {k}")), None)
+        if kind is None:
+            return ()
+        kinds.append(kind)
+        rest = rest.removesuffix(f", with {kind}")
+    return tuple(reversed(kinds))

@@ -88,6 +88,24 @@ class RunResult:
     # (where a run stopped before the consequence window); None: all of them. The digest covers these.
     decided: int | None = None
     periods: tuple[int, ...] = ()  # the server's background loops' periods (ms): ServerProcess.periods
+    # What the model logged with the logging module, kept off the terminal: (time, process, how many trace events
+    # came before it, its line). Not in the trace, nor its digest: ``events_with_logs`` puts them in their place.
+    logs: tuple[tuple[int, str, int, str], ...] = ()
+    # The clients' protected work (dst.sut.work, dst.aio.work): (client, the lease or run it worked under, start,
+    # end), for the page.
+    work: tuple[tuple[str, str, int, int], ...] = ()
+
+    def events_with_logs(self) -> list[tuple[int, str, str, str]]:
+        """The formatted trace with each log line in its place, as an event ``log`` of the process that logged it."""
+        trace, out, logs = self.trace, [], iter(self.logs)
+        log = next(logs, None)
+        for i, event in enumerate((*trace, None)):
+            while log is not None and log[2] <= i:
+                out.append((log[0], log[1], "log", log[3]))
+                log = next(logs, None)
+            if event is not None:
+                out.append(event)
+        return out
 
     @property
     def scenario(self) -> str:

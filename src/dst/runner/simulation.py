@@ -114,7 +114,7 @@ class Simulation:
         check_bounds(scenario, bounds, slack, has_runs, self.invariants)
         world.traced.view = system.leases
         world.ghost.watch(self.invariants, leases=system.leases, runs=system.runs if has_runs else None,
-                          resource=system.resource,
+                          resource=system.resource, handling=mode.handling, senders={s.id: s.actor for s in self.plan},
                           bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                               transition_within=bounds.transition_within + slack))
         world.ghost.recorder = self._violated
@@ -300,6 +300,7 @@ class Simulation:
                             [v.invariant for v in (violation, *consequences) if v is not None]),
             plan_given=self.plan_given, consequences=tuple(consequences),
             decided=stop if violation is None else max(stop, violation.step), periods=world.server.periods,
+            logs=tuple(world.logs), work=world.ghost.worked(kernel.now),
         )
         world.clear()
         return result

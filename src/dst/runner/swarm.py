@@ -1,4 +1,4 @@
-"""The variations of a scenario a campaign runs: swarm testing, and aimed faults.
+"""The variations of a scenario a campaign runs: swarm testing, aimed faults, and fault kinds turned on.
 
 Swarm testing: each seed also picks which faults are on and how often.
 
@@ -12,10 +12,14 @@ The choice is a pure function of the seed, so ``dst run --seed N --swarm`` is th
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
+from ..faults import BY_NAME, FAULTS, SCHEDULED, FaultKind
 from ..scenario import SCHEDULERS, Scenario
 from ..sim.rng import Streams
+from .bounds import slack_of
 
 
 def swarm(scenario: Scenario, seed: int) -> Scenario:
@@ -54,3 +58,48 @@ def aimed(scenario: Scenario) -> Scenario:
     if not kinds:
         return scenario
     return attrs.evolve(scenario, name=f"{scenario.name}, aimed", faults=attrs.evolve(scenario.faults, **kinds))
+
+
+# What a default campaign turns on where a model's scenarios leave it off (``dst run --enable KIND``): each
+# scheduled fault kind, and the pinned kinds the model's own keys draw (the slow store round trip; the network's
+# are in the embedded default already). A service's first campaign then meets the clock skew, the server pause and
+# the slow store its own scenarios never asked for.
+ENABLE: tuple[str, ...] = (*(kind.name for kind in SCHEDULED),
+                           *(kind.name for kind in FAULTS if kind.pinned and kind.chance[0].startswith("model.")))
+ENABLE_RATE = 0.5  # a scheduled kind turned on: occurrences per virtual minute, over the registry's durations
+ENABLE_CHANCE = 0.01  # a pinned kind turned on: the chance a round trip draws it, over the scenario's durations
+
+
+def _chance(scenario: Scenario, kind: FaultKind) -> tuple[Any, str, float]:
+    """A pinned kind's chance in ``scenario``: the section holding it, its key, its value."""
+    section, _, key = kind.chance[0].partition(".")
+    holder = getattr(scenario, section)
+    return holder, key, getattr(holder, key)
+
+
+def enabled_kinds(scenario: Scenario) -> tuple[str, ...]:
+    """The fault kinds of the registry (:data:`dst.faults.FAULTS`) that ``scenario`` turns on: a scheduled kind
+    with a rate above zero, a pinned one whose chance (``network.loss``, ``model.store_slow``) is above zero."""
+    rates = dict(scenario.faults.kinds())
+    return tuple(kind.name for kind in FAULTS
+                 if (_chance(scenario, kind)[2] if kind.pinned else rates[kind.name].rate) > 0)
+
+
+def enable(scenario: Scenario, kind: str) -> Scenario:
+    """The scenario with fault kind ``kind`` (one of :data:`ENABLE`) turned on where it leaves it off, named so:
+    a scheduled kind at :data:`ENABLE_RATE` over the registry's durations, a pinned one at :data:`ENABLE_CHANCE`
+    with the quiet period longer by the slack it adds (the model's bounds ask for it: a slow round trip delays
+    what settles). A kind the scenario turns on already is left as it is."""
+    if kind not in ENABLE:
+        raise ValueError(f"expected a fault kind to turn on ({', '.join(ENABLE)}), got {kind!r}")
+    if kind in enabled_kinds(scenario):
+        return scenario
+    fault, name = BY_NAME[kind], f"{scenario.name}, with {kind}"
+    if fault.pinned:
+        holder, key, _ = _chance(scenario, fault)
+        section = fault.chance[0].partition(".")[0]
+        on = attrs.evolve(scenario, name=name, **{section: attrs.evolve(holder, **{key: ENABLE_CHANCE})})
+        return attrs.evolve(on, run=attrs.evolve(scenario.run, quiet=scenario.run.quiet + slack_of(on)
+                                                 - slack_of(scenario)))
+    rate = attrs.evolve(dict(scenario.faults.kinds())[kind], rate=ENABLE_RATE, duration=fault.duration)
+    return attrs.evolve(scenario, name=name, faults=attrs.evolve(scenario.faults, **{kind: rate}))

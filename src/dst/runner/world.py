@@ -51,6 +51,12 @@ class World:
         wl = scenario.workload
         self.user = UserHost(kernel, self.network, self.trace, request_timeout=wl.request_timeout, retries=wl.retries)
         self.faults: Counter[str] = Counter()  # how many of each fault kind the run applied
+        # What the model logged through the logging module (the sandbox keeps it off the terminal): (time, the
+        # process, how many trace events came before it, the line). Apart from the trace, so no digest moves.
+        self.logs: list[tuple[int, str, int, str]] = []
+
+    def logged(self, actor: str, text: str) -> None:
+        self.logs.append((self.kernel.now, actor, len(self.trace), text))
 
     def add(self, server: ServerProcess, clients: Mapping[str, ClientProcess], resource: Resource | None) -> None:
         """The processes a mode made, on the network: the server, the clients, the resource and the people outside."""

@@ -18,6 +18,10 @@ What changes inside the ``with``, for the thread that entered it (other threads 
   Reading files is allowed. A call is refused when the user's code (or a dependency of theirs) is on the stack
   between it and the ``with`` that entered the sandbox; it is named as the innermost such frame. dst's own
   calls, and the import machinery writing bytecode caches, go through.
+* **Logging.** With ``logs``, a record the ``logging`` module would hand to its handlers (a ``StreamHandler``
+  a library set up, the last-resort one that prints warnings) goes to ``logs(text)`` instead, as one line of
+  text with no time in it (``WARNING httpx: retrying (1 of 3)``): the user's log lines never print between
+  dst's own, and the run keeps them. Other threads' records reach their handlers as ever.
 * **What a run does without.** ``os.fsync`` and ``os.fdatasync`` do nothing, and a ``sqlite3`` connection is
   opened with ``PRAGMA synchronous=OFF``: dst crashes processes, never the operating system, and after a process
   crash what it wrote is in the page cache for the next one, so a flush changes no outcome, only wall time. An
@@ -35,11 +39,13 @@ here.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import sys
 import time
 import uuid
+from _thread import get_ident
 from types import FrameType, TracebackType
 from typing import Any, Callable
 
@@ -73,13 +79,14 @@ class Sandbox:
 
     def __init__(self, *, wall_ms: Callable[[], int], monotonic_ms: Callable[[], int], seed: int,
                  folder: str | None = None, refused: Callable[[Refusal], None] | None = None,
-                 tz: str | None = "UTC") -> None:
+                 tz: str | None = "UTC", logs: Callable[[str], None] | None = None) -> None:
         self.wall_ms = wall_ms
         self.monotonic_ms = monotonic_ms
         self.seed = seed
         self.folder = folder
         self.refused = refused
         self.tz = tz
+        self.logs = logs
         self.swallowed: list[BaseException] = []  # errors raised where a callback could not pass them on
         self._entered_at: FrameType | None = None
         self._outer: tuple[list[FrameType], set[int]] | None = None
@@ -108,6 +115,8 @@ class Sandbox:
             uuid.__dict__.update({name: None for name in saved_uuid})
             uuid._node = active._entropy.getrandbits(48) | (1 << 40)  # type: ignore[attr-defined]
             self._set_tz(undo)
+            if self.logs is not None:
+                self._keep_logs(self.logs, undo)
             finder = imports.remembering()
             undo.append(lambda: imports.forgetting(finder))
             for patch in patches:
@@ -139,6 +148,27 @@ class Sandbox:
         undo.append(put_back)
         os.environ["TZ"] = self.tz
         time.tzset()
+
+    @staticmethod
+    def _keep_logs(sink: Callable[[str], None], undo: list[Callable[[], None]]) -> None:
+        handlers = logging.Logger.callHandlers
+        owner = active._owner
+
+        def kept(logger: logging.Logger, record: logging.LogRecord) -> None:
+            if get_ident() != owner:
+                handlers(logger, record)
+                return
+            try:
+                said = record.getMessage()
+            except Exception:  # noqa: BLE001 - a bad format is the service's, and logging would only complain
+                said = str(record.msg)
+            if record.exc_info and record.exc_info[1] is not None:
+                error = record.exc_info[1]
+                said += f" ({type(error).__name__}: {error})"
+            sink(f"{record.levelname} {record.name}: {said}")
+
+        setattr(logging.Logger, "callHandlers", kept)
+        undo.append(lambda: setattr(logging.Logger, "callHandlers", handlers))
 
     def _restore(self) -> None:
         """Undo everything done, last first; every step is tried, and the first error is raised at the end."""

@@ -5,6 +5,7 @@ key path and what was expected; the command line prints it and exits 2.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -228,8 +229,23 @@ def load_shipped(name: str, impl: str = DEFAULT_IMPL) -> Scenario:
     package, _, path = (resolve(impl).scenarios or "").partition(":")
     if (package, path) == ("dst", "scenarios"):
         return load_scenario(name, model=impl)  # dst's own: named as the command line names them
-    text = resources.files(package).joinpath(path, f"{name}.toml").read_text(encoding="utf-8")
-    return parse_scenario(tomllib.loads(text), f"{path or package}/{name}.toml", model=impl)
+    file = resources.files(package).joinpath(path, f"{name}.toml")
+    text = file.read_text(encoding="utf-8")
+    return parse_scenario(tomllib.loads(text), _as_given(file, f"{path or package}/{name}.toml"), model=impl)
+
+
+def _as_given(file: Any, fallback: str) -> str:
+    """A shipped scenario's file as the command line can name it from the working folder (its path relative to it,
+    or whole when it lies outside), so a finding's or a campaign's ``dst run`` command loads that very file; a file
+    inside an archive has no path, and keeps its name within the package."""
+    if not isinstance(file, Path):
+        return fallback
+    whole = os.path.abspath(file)
+    try:
+        near = os.path.relpath(whole)
+    except ValueError:  # another drive
+        return whole
+    return whole if near.startswith(os.pardir) else near
 
 
 def load_scenario(path: str | Path | None = None, *, model: str | None = None) -> Scenario:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sut import Facts, LeaseView
+from ..sut import Facts, LeaseId, LeaseView
 from .kernel import Kernel
-from .trace import REMOVED, RENEWED, RUN_STATE, STORED
+from .trace import REMOVED, RENEWED, RUN_STATE, STORED, lease_event
 
 
 class TracedFacts:
@@ -27,32 +27,33 @@ class TracedFacts:
         self.kernel = kernel
         self.trace = trace
         self.view: LeaseView | None = None  # the model's lease view, once built: without one, leases go untraced
-        self.taken: dict[int, int] = {}  # lease -> the slots taken for it so far (reported before it is stored)
-        self.held: dict[int, tuple[str, int, str]] = {}  # stored lease -> (holder, slots, limit)
+        self.taken: dict[LeaseId, int] = {}  # lease -> the slots taken for it so far (reported before it is stored)
+        self.held: dict[LeaseId, tuple[str, int, str]] = {}  # stored lease -> (holder, slots, limit)
 
-    def slots_taken(self, lease: int, limit: str, n: int) -> None:
+    def slots_taken(self, lease: LeaseId, limit: str, n: int) -> None:
         self.taken[lease] = self.taken.get(lease, 0) + n
         self.facts.slots_taken(lease, limit, n)
 
-    def lease_stored(self, lease: int, holder: str, limit: str, token: int | None = None,
+    def lease_stored(self, lease: LeaseId, holder: str, limit: str, token: int | None = None,
                      target: str | None = None) -> None:
         slots = self.taken.pop(lease, 0)
         expiry = None if self.view is None else self.view.expiry(lease)
         if expiry is not None:
             self.held[lease] = (holder, slots, limit)
-            self.trace.append((self.kernel.now, "server", "store", (STORED, lease, holder, slots, limit, expiry)))
+            self.trace.append((self.kernel.now, "server", "store",
+                               lease_event(STORED, lease, holder, slots, limit, expiry)))
         self.facts.lease_stored(lease, holder, limit, token, target)
 
-    def lease_renewed(self, lease: int, limit: str) -> None:
+    def lease_renewed(self, lease: LeaseId, limit: str) -> None:
         view = self.view
         if view is not None and lease in self.held:
-            self.trace.append((self.kernel.now, "server", "store", (RENEWED, lease, view.expiry(lease))))
+            self.trace.append((self.kernel.now, "server", "store", lease_event(RENEWED, lease, view.expiry(lease))))
         self.facts.lease_renewed(lease, limit)
 
-    def lease_removed(self, lease: int) -> None:
+    def lease_removed(self, lease: LeaseId) -> None:
         held = self.held.pop(lease, None)
         if held is not None:  # not a removal reported twice
-            self.trace.append((self.kernel.now, "server", "store", (REMOVED, lease, *held)))
+            self.trace.append((self.kernel.now, "server", "store", lease_event(REMOVED, lease, *held)))
         self.facts.lease_removed(lease)
 
     def run_state(self, run: int, state: str) -> None:
@@ -61,13 +62,13 @@ class TracedFacts:
 
     # The facts that change no store, passed on as they are (methods, not ``__getattr__``: a write or a release
     # would pay for a failed lookup and its exception each time).
-    def slots_returned(self, lease: int | None, limit: str, n: int) -> None:
+    def slots_returned(self, lease: LeaseId | None, limit: str, n: int) -> None:
         self.facts.slots_returned(lease, limit, n)
 
-    def write_accepted(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_accepted(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self.facts.write_accepted(holder, lease, token, target)
 
-    def write_refused(self, holder: str, lease: int, token: int, target: str) -> None:
+    def write_refused(self, holder: str, lease: LeaseId, token: int, target: str) -> None:
         self.facts.write_refused(holder, lease, token, target)
 
     def claimed(self, run: int, token: int) -> None:

@@ -39,6 +39,16 @@ STORED = "L$ stored for $: $ of $ until t=%"  # (lease, holder, slots, limit, ex
 RENEWED = "L$ renewed until t=%"  # (lease, expiry ms)
 REMOVED = "L$ removed ($'s, $ of $)"  # (lease, holder, slots, limit)
 RUN_STATE = "run $ -> $"  # (run, state)
+# The same three for a lease id that is not an int (a UUID, its text): the id as it is, where an int's is L7. An
+# int's keep their own templates, so a trace of int ids is the same text, and the same digest, as ever.
+STORED_ID, RENEWED_ID, REMOVED_ID = STORED[1:], RENEWED[1:], REMOVED[1:]
+STORED_ANY, RENEWED_ANY, REMOVED_ANY = (STORED, STORED_ID), (RENEWED, RENEWED_ID), (REMOVED, REMOVED_ID)
+
+
+def lease_event(template: str, lease: Any, *args: Any) -> tuple[Any, ...]:
+    """The raw detail of a store event about ``lease`` (``template``: STORED, RENEWED or REMOVED), in the template
+    that writes its id as dst names it (:func:`dst.sut.lease_name`)."""
+    return (template if lease.__class__ is int else template[1:], lease, *args)
 
 
 def detail_args(event: Event, template: str | tuple[str, ...]) -> tuple[Any, ...] | None:

@@ -49,7 +49,7 @@ class AioMode:
         cast(FactsGate, self.hooks).hold()
         loop.patches = [Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now + getattr(loop.process, "wall_offset", 0),
                                 monotonic_ms=lambda: kernel.now, seed=seed, folder=system.folder,
-                                refused=loop.refuse),
+                                refused=loop.refuse, logs=lambda text: world.logged(str(loop.process.name), text)),
                         stores.installed(), scopes_in_order()]
         if system.inline_threads:
             from ...aio.inline import InlineThreads

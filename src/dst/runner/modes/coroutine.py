@@ -56,7 +56,8 @@ class CoroutineMode:
 
         # Files may be written anywhere: a model keeps its store where its build put it (and its close removes it).
         return Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now, monotonic_ms=lambda: kernel.now,
-                       seed=self.seed, folder=os.sep, refused=refused)
+                       seed=self.seed, folder=os.sep, refused=refused,
+                       logs=lambda text: self.world.logged(running.actor, text))
 
     def who(self) -> str:
         return self.world.running.actor
