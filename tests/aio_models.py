@@ -525,3 +525,99 @@ def build_chatty(env: sut.Env[object]) -> aio.System:
 
 
 chatty = sut.Model(build_chatty)
+
+
+# --- a queue: runs submitted to the server, taken by workers that poll it, each run's claim a delivery count ----
+
+@sut.message
+class TakeRun:
+    worker: str
+
+
+@sut.message
+class TakenRun:
+    run: int  # 0: nothing to take
+    work: int
+    token: int
+
+
+@sut.message
+class AckRun:
+    run: int
+
+
+class Queue(aio.RunTable):
+    """The queue's store, kept by the adapter (it outlives the server's restarts): run -> [state, work, deliveries,
+    worker, handed at]; ``twice``: a take hands a running run out again (a second delivery) while its first runs."""
+
+    def __init__(self, twice: bool) -> None:
+        self.rows: dict[int, list[object]] = {}
+        self.moves = 0
+        self.twice = twice
+
+    def version(self) -> object:
+        return self.moves
+
+    def runs(self) -> list[aio.RunRow]:
+        return [aio.RunRow(run, str(state), int(n) or None, worker if worker else None, int(at))  # type: ignore[arg-type]
+                for run, (state, _, n, worker, at) in sorted(self.rows.items())]
+
+    def take(self, worker: str, now: int) -> TakenRun:
+        for run, row in sorted(self.rows.items()):
+            if row[0] == "SCHEDULED" or (self.twice and row[0] == "RUNNING" and row[3] == worker and row[2] == 1):
+                row[0], row[2], row[3], row[4] = "RUNNING", int(row[2]) + 1, worker, now  # type: ignore[operator]
+                self.moves += 1
+                return TakenRun(run, int(row[1]), int(row[2]))  # type: ignore[call-overload]
+        return TakenRun(0, 0, 0)
+
+
+def _queue(twice: bool, idle: bool = True) -> sut.Model[object]:
+    def build(env: sut.Env[object]) -> aio.System:
+        queue = Queue(twice)
+
+        async def server() -> object:
+            async def submit(req: sut.Submit) -> Done:
+                queue.rows.setdefault(req.run, ["SCHEDULED", req.work, 0, "", 0])
+                queue.moves += 1
+                return Done("queued")
+
+            async def take(req: TakeRun) -> TakenRun:
+                await aio.round_trip()
+                return queue.take(req.worker, aio.virtual_ms(time.time()))
+
+            async def ack(req: AckRun) -> Done:
+                queue.rows[req.run][0] = "COMPLETED"
+                queue.moves += 1
+                return Done("acked")
+
+            async def cancel(req: sut.Cancel) -> Done:
+                return Done("not cancellable")
+
+            return {sut.Submit: submit, sut.Cancel: cancel, TakeRun: take, AckRun: ack}
+
+        async def perform(taken: TakenRun) -> None:
+            await aio.work(sut.RunClaim(taken.run, taken.token), taken.work)
+            while True:  # acknowledged until the queue answers (an ack is idempotent)
+                try:
+                    await aio.call(AckRun(taken.run))
+                    return
+                except TimeoutError:
+                    pass
+
+        async def job(client: str, incarnation: int, order: sut.Order) -> str:
+            while True:  # a worker serves for good, its tasks beside its polls of the queue, one a second
+                try:
+                    taken = await aio.call(TakeRun(client))
+                except TimeoutError:
+                    taken = TakenRun(0, 0, 0)  # lost: taken again by nobody, or handed out and given up
+                if taken.run:
+                    asyncio.get_running_loop().create_task(perform(taken))
+                await asyncio.sleep(1)
+
+        return aio.System(server=server, job=job, runs=queue, observe=True, idle=(lambda client: True) if idle else None,
+                          bounds=sut.Bounds(claim_timeout=600_000, redeliver_within=60_000, heartbeat_every=0))
+
+    return sut.Model(build)
+
+
+queue, queue_twice, queue_never_idle = _queue(False), _queue(True), _queue(False, idle=False)

@@ -391,6 +391,10 @@ class Order(Protocol):
         """The plan step's action: ``acquire`` or ``serve``."""
 
     @property
+    def id(self) -> int:
+        """The plan step's id: unique in the run, the name a finding gives the step (``step 7``)."""
+
+    @property
     def wall_clock(self) -> Clock:
         """The client's own wall clock, in virtual ms: ``env.clock`` less any ``clock_skew`` it suffered."""
 

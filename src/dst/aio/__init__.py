@@ -31,14 +31,14 @@ from ..sim.rng import Streams
 from ..sim.schedule import strategy
 from .anyio_order import scopes_in_order
 from .loop import VIRTUAL_EPOCH_MS, Loop
-from .observe import LeaseRow, LeaseTable
+from .observe import LeaseRow, LeaseTable, RunRow, RunTable
 from .wire import HttpRequest, HttpResponse, RemoteError
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["System", "run", "call", "http", "transport", "work", "moment", "round_trip", "on_crash", "process_name", "lifespan",
-           "virtual_ms", "LeaseRow", "LeaseTable", "RemoteError", "HttpRequest", "HttpResponse", "VIRTUAL_EPOCH_MS"]
+           "virtual_ms", "LeaseRow", "LeaseTable", "RunRow", "RunTable", "RemoteError", "HttpRequest", "HttpResponse", "VIRTUAL_EPOCH_MS"]
 
 T = TypeVar("T")
 
@@ -107,6 +107,10 @@ class System:
     # Run what the service hands to a thread pool (FastAPI's plain-def dependencies and endpoints through
     # anyio.to_thread, loop.run_in_executor, asyncio.to_thread) inline on the loop, after a yield: see dst.aio.inline.
     inline_threads: bool = False
+    # A worker between tasks: ``idle(client)`` is True when that client's job, still running (a queue's worker
+    # serves for good), only waits for work (a long poll on its queue). Such a client keeps no drain open while it
+    # has no work slice and no call in flight. None: a client is idle only once its jobs are done.
+    idle: Callable[[str], bool] | None = None
 
 
 def _process() -> Any:

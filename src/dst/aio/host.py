@@ -28,7 +28,7 @@ from ..sim.network import Network
 from ..sim.store import RoundTrips
 from ..sim.trace import BOOT, OWN, RESPONSE, SENT, Event, background_key, message_key
 from .loop import REQUEST, Loop, Process
-from .observe import Observer
+from .observe import Observer, RunObserver
 from .wire import HttpRequest, HttpResponse, RemoteError
 
 async def _moment(process: Any, name: str) -> None:
@@ -77,7 +77,7 @@ def _in_context(key: int) -> contextvars.Context:
 
 class Server(Process, ServerLifecycle):
     __slots__ = ("kernel", "loop", "network", "trace", "ghost", "trips", "factory", "reset", "app", "up", "boots",
-                 "serving", "targets", "trip_counts", "backlog", "ready", "observer", "settled", "replied")
+                 "serving", "targets", "trip_counts", "backlog", "ready", "observers", "settled", "replied")
 
     def __init__(self, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: HostHooks,
                  trips: RoundTrips, factory: Callable[[], Any], reset: Callable[[], None] | None) -> None:
@@ -99,7 +99,8 @@ class Server(Process, ServerLifecycle):
         self.targets = _Targets(self)
         self.trip_counts: dict[int, int] = {}  # request key -> store round trips so far
         self.backlog: list[tuple[Any, ...]] = []  # requests that arrived while the service was being built
-        self.observer: Observer | None = None  # facts from what the store holds, for a service that reports none
+        # Facts from what the store holds, for a service that reports none: its leases, its runs.
+        self.observers: list[Observer | RunObserver] = []
         self.settled: Callable[[], bool] | None = None  # the service's stores agree: see dst.aio.System.settled
         self.settle = self.after_step
 
@@ -148,8 +149,8 @@ class Server(Process, ServerLifecycle):
         self.kernel.after(down, self._boot_epoch, self.epoch)
 
     def after_step(self) -> None:
-        if self.observer is not None:
-            self.observer.step()
+        for observer in self.observers:
+            observer.step()
         if self.settled is None or (self.serving == 0 and self.settled()):
             self.ghost.settle()
 
@@ -217,8 +218,8 @@ def _resolve(future: asyncio.Future[Any]) -> None:
 
 class Client(Process, ClientLifecycle):
     __slots__ = ("kernel", "loop", "network", "trace", "ghost", "make_job", "timeout", "alive", "incarnation",
-                 "jobs", "job", "job_step", "sent", "pending", "working", "work_end", "work_wait", "targets",
-                 "wall_offset", "ended", "last_active")
+                 "jobs", "job", "job_step", "sent", "pending", "slices", "targets", "wall_offset", "ended",
+                 "last_active", "serving_idle")
 
     def __init__(self, name: str, kernel: Kernel, loop: Loop, network: Network, trace: list[Event], ghost: HostHooks,
                  make_job: Callable[[str, int, Any], Any], request_timeout: int) -> None:
@@ -237,9 +238,12 @@ class Client(Process, ClientLifecycle):
         self.job_step = 0
         self.sent: dict[int, int] = {}
         self.pending: dict[int, asyncio.Future[Any]] = {}  # request key -> its response's future
-        self.working: Any = None
-        self.work_end = 0
-        self.work_wait: asyncio.Future[int] | None = None
+        # The work slices in progress, in the order begun: [handle, when it ends, the future its task awaits]. A
+        # worker that runs several tasks at once (a queue's concurrency) has one each.
+        self.slices: list[list[Any]] = []
+        # The adapter's word that this worker, its job still running, only waits for work (a long poll): see
+        # dst.aio.System.idle. None: a client is idle only once its jobs are done.
+        self.serving_idle: Callable[[str], bool] | None = None
         self.targets = _Targets(self)
         self.wall_offset = 0
         self.ended: dict[str, int] = {}
@@ -263,13 +267,26 @@ class Client(Process, ClientLifecycle):
     def _era(self) -> int:
         return self.epoch
 
+    @property
+    def working(self) -> Any:
+        """The handle of its first work slice in progress (None: it is not working)."""
+        return self.slices[0][0] if self.slices else None
+
+    @property
+    def idle(self) -> bool:
+        if ClientLifecycle.idle.fget(self):  # type: ignore[attr-defined]
+            return True
+        hook = self.serving_idle  # a worker between tasks, waiting on its queue's long poll, keeps no drain open
+        return (hook is not None and self.alive and not self.paused and not self.slices and not self.pending
+                and hook(self.name))
+
     def _cut_work(self, now: int) -> None:
-        wait, self.work_wait = self.work_wait, None
-        left = self.work_end - now
-        self._stop_work()
-        if wait is not None and not wait.done():
-            self.loop.process = self
-            wait.set_result(left)
+        cut, self.slices = self.slices, []
+        for handle, end, wait in cut:  # each task learns how much of its slice was left, in the order begun
+            self.ghost.work_stopped(self.name, handle)
+            if not wait.done():
+                self.loop.process = self
+                wait.set_result(end - now)
 
     def _go_on(self) -> None:
         self.loop.thaw(self)
@@ -340,22 +357,23 @@ class Client(Process, ClientLifecycle):
         if ms <= 0:
             raise ContractError(f"{self.name}: a work slice must be positive, got {ms}")
         loop = self.loop
-        self.working = handle
-        self.work_end = self.kernel.now + ms
-        self.ghost.work_started(self.name, handle)
         wait: asyncio.Future[int] = loop.create_future()
-        self.work_wait = wait
-        timer = loop.call_later(ms / 1000, _finish_work, self, wait)
+        piece = [handle, self.kernel.now + ms, wait]
+        self.slices.append(piece)
+        self.ghost.work_started(self.name, handle)
+        timer = loop.call_later(ms / 1000, _finish_work, self, piece)
         try:
             return await wait
         finally:
             timer.cancel()
 
-    def _stop_work(self) -> None:
-        if self.working is not None:
-            handle, self.working = self.working, None
-            self.work_wait = None
-            self.ghost.work_stopped(self.name, handle)
+    def _stop_work(self, piece: list[Any] | None = None) -> None:
+        """One work slice ends (``piece``), or every one in progress (None: the client died)."""
+        ending = [piece] if piece is not None else list(self.slices)
+        for one in ending:
+            if one in self.slices:
+                self.slices.remove(one)
+                self.ghost.work_stopped(self.name, one[0])
 
     async def moment(self, name: str) -> None:
         await _moment(self, name)
@@ -366,8 +384,8 @@ def _time_out(answer: asyncio.Future[Any]) -> None:
         answer.set_exception(TimeoutError())
 
 
-def _finish_work(client: Client, wait: asyncio.Future[int]) -> None:
-    if client.work_wait is wait:
-        client._stop_work()
-        if not wait.done():
-            wait.set_result(0)
+def _finish_work(client: Client, piece: list[Any]) -> None:
+    if piece in client.slices:
+        client._stop_work(piece)
+        if not piece[2].done():
+            piece[2].set_result(0)

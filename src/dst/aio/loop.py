@@ -355,15 +355,22 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                stubborn = False  # a coroutine that would not close (it awaited in its finally): closed again at GC
                 for task in _pending_tasks(self):
                     task._log_destroy_pending = False  # type: ignore[attr-defined]
                     coro = task.get_coro()
-                    try:
-                        coro.close()
-                    except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
-                        pass
+                    for _ in range(_CLOSE_TRIES):  # one that awaits in its cleanup is closed again at that await
+                        try:
+                            coro.close()
+                            break
+                        except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
+                            stubborn = True  # what its cleanup began and dropped is garbage for the full collection
+                            if getattr(coro, "cr_frame", None) is None:
+                                break
                 if collect:
-                    gc.collect(0)
+                    # The youngest generation holds what the run made; a coroutine that would not close may be held
+                    # by older objects, and is collected with them now, while its last words are silenced.
+                    gc.collect() if stubborn else gc.collect(0)
         finally:
             sys.unraisablehook = unraisable
             logging.disable(silenced)
@@ -469,6 +476,9 @@ Loop.remove_reader = Loop.remove_writer = Loop.remove_signal_handler = _nothing
 
 def _quiet(unraisable: Any) -> None:
     pass
+
+
+_CLOSE_TRIES = 32  # closes tried on a dropped task's coroutine that awaits as it is closed (an async with's exit)
 
 
 class _Done(BaseException):

@@ -18,7 +18,7 @@ from typing import Hashable, Iterable, Protocol
 
 import attrs
 
-from ..sim.trace import REMOVED, RENEWED, STORED, Event, lease_event
+from ..sim.trace import REMOVED, RENEWED, RUN_STATE, STORED, Event, lease_event
 from ..sut import Clock, Facts, LeaseId, LeaseView, lease_order
 
 
@@ -102,3 +102,79 @@ class Observer:
             if now[lease].expiry != before[lease].expiry:
                 trace.append((at, "server", "store", lease_event(RENEWED, lease, now[lease].expiry)))
                 facts.lease_renewed(lease, now[lease].limit)
+
+
+# --- runs: a queue's messages and who holds them ------------------------------------------------------------------
+
+@attrs.frozen
+class RunRow:
+    """One run (a queue's message, a task) as the store holds it. ``token`` is the current delivery's number
+    (a stream's delivery count: it rises with every hand-over), ``consumer`` the client it was handed to."""
+
+    run: int  # the run's id: the plan's (a Submit step's ``run``)
+    state: str  # "SCHEDULED" (waiting), "RUNNING" (handed to a worker), "COMPLETED" (acknowledged), "CANCELLED"
+    token: int | None = None  # the current claim (None: never handed out)
+    consumer: str | None = None  # the client holding it (None: nobody)
+    idle_since: int = 0  # when the holder last showed life (handed it, or renewed its claim), in virtual ms
+
+
+@attrs.frozen
+class _Claim:
+    token: int
+    consumer: str
+    idle_since: int
+
+
+class RunTable(Protocol):
+    """What the store holds of the runs, and when it may have changed: facts from it for a queue that reports
+    none, and the :class:`~dst.sut.RunView` the run invariants read (:meth:`claim_of`, :meth:`entered`)."""
+
+    def version(self) -> Hashable:
+        """Moves whenever a run may have changed (a cheap read: it is asked after every step of every process)."""
+
+    def runs(self) -> Iterable[RunRow]:
+        """Every run the store holds now."""
+
+    def claim_of(self, run: int) -> _Claim | None:
+        """The run's current claim, from :meth:`runs` (a table that subclasses this one has it)."""
+        row = next((r for r in self.runs() if r.run == run), None)
+        if row is None or row.token is None or row.consumer is None or row.state != "RUNNING":
+            return None
+        return _Claim(row.token, row.consumer, row.idle_since)
+
+    def entered(self, run: int) -> int | None:
+        """When the run entered its state: not kept by a store that keeps no history (None)."""
+        return None
+
+
+class RunObserver:
+    """Reports what changed of the runs in the store as facts (a run new, handed to a worker under a new claim,
+    acknowledged), and writes the states it entered in the trace, as :class:`Observer` does for leases. A claim is
+    what the store says: an acknowledgement's author is not in it, so ``owner-only-update`` needs the service's
+    own ``update_accepted`` facts; a hand-over under a token not above the last, and two executions, are seen."""
+
+    __slots__ = ("table", "facts", "seen", "rows", "clock", "trace")
+
+    def __init__(self, table: RunTable, facts: Facts, clock: Clock, trace: list[Event]) -> None:
+        self.table = table
+        self.facts = facts
+        self.clock = clock
+        self.trace = trace
+        self.seen: Hashable = object()
+        self.rows: dict[int, RunRow] = {}
+
+    def step(self) -> None:
+        version = self.table.version()
+        if version == self.seen:
+            return
+        self.seen = version
+        before, now = self.rows, {row.run: row for row in self.table.runs()}
+        self.rows = now
+        at, facts = self.clock.now, self.facts
+        for run in sorted(now):
+            row, was = now[run], before.get(run)
+            if row.token is not None and (was is None or was.token != row.token):
+                facts.claimed(run, row.token)
+            if was is None or was.state != row.state:
+                self.trace.append((at, "server", "store", (RUN_STATE, run, row.state)))
+                facts.run_state(run, row.state)

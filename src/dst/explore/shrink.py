@@ -50,7 +50,7 @@ import attrs
 from ..errors import MODEL_ERROR, UserError
 from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
-from ..invariants import shape
+from ..invariants import BY_ID, shape
 from ..sim.trace import parse_key, step_of
 from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
@@ -174,6 +174,12 @@ class Shrinker:
 
     def _same_violation(self, result: RunResult) -> bool:
         if result.violation is None or result.violation.invariant != self.invariant:
+            return False
+        # The same kind of violation, where an invariant tells its kinds apart (single-executor's two executions of
+        # a run are not a worker working on under a lapsed claim): what the finding is named for stays true.
+        unit, best = BY_ID.get(self.invariant), self.best_result
+        if unit is not None and best is not None and best.violation is not None and \
+                unit.titled(result.violation.message) != unit.titled(best.violation.message):
             return False
         # A model error: the same error (the shape of its message), not another of the model's.
         return self.error_shape is None or shape(result.violation.message) == self.error_shape

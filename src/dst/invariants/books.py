@@ -128,7 +128,7 @@ class Books:
         self.working_on = {name: 0 for name in limits}  # limit -> clients working on it
         # Every slice of protected work, for the page: [client, handle, start, end (None: under way)].
         self.work_slices: list[list[Any]] = []
-        self._slice_of: dict[str, list[Any]] = {}  # client -> its slice under way
+        self._slice_of: dict[str, list[list[Any]]] = {}  # client -> its slices under way (a worker's tasks)
         self._dirty: list[str] = []  # limits touched since the last settle
         self._removed_while_working: list[tuple[str, LeaseId]] = []
         self.token_of: dict[LeaseId, int] = {}  # lease -> the token it was handed
@@ -142,6 +142,7 @@ class Books:
         self.run_states: dict[int, str] = {}
         self.current_claim: dict[int, int] = {}  # run -> token of its current claim
         self.run_worker: dict[int, str] = {}  # run -> the worker working on it
+        self.run_claim_worked: dict[int, int] = {}  # run -> the claim it is worked on under (one execution's)
         self.due_since: dict[int, int] = {}  # run -> when it was scheduled, or last handed to a worker
         self.run_moved = 0  # when a run last changed state, was claimed, heartbeaten or worked on
         self.quiet_from = 0  # when the quiet period began
@@ -300,7 +301,8 @@ class Books:
                 check(request.run)
 
     def work_started(self, client: str, handle: Any) -> None:
-        self._slice_of[client] = piece = [client, handle, self.kernel.now, None]
+        piece = [client, handle, self.kernel.now, None]
+        self._slice_of.setdefault(client, []).append(piece)
         self.work_slices.append(piece)
         if handle.__class__ is not RunClaim:  # a lease id, of whatever kind the service's are
             limit = self.limit_of.get(handle)
@@ -313,28 +315,34 @@ class Books:
         run = handle.run  # a run's claim
         self.run_moved = self.kernel.now
         other = self.run_worker.get(run)
+        if other == client and self.run_claim_worked.get(run) not in (None, handle.token):
+            # The same worker, under another claim: a second execution beside its first (its own sweep took it back).
+            other = f"{client}'s execution under claim {self.run_claim_worked[run]}"
         self.run_worker[run] = client
+        self.run_claim_worked[run] = handle.token
         for check in self._work_started:
             check(client, handle, other)
 
     def work_stopped(self, client: str, handle: Any) -> None:
-        piece = self._slice_of.pop(client, None)
+        pieces = self._slice_of.get(client)
+        piece = next((p for p in pieces if p[1] == handle), None) if pieces else None
         if piece is not None:
+            pieces.remove(piece)  # type: ignore[union-attr]
             piece[3] = self.kernel.now
         if handle.__class__ is not RunClaim:
             del self.working[client]
             limit = self.limit_of.get(handle)
             if limit is not None:
                 self.working_on[limit] -= 1
-        elif self.run_worker.get(handle.run) == client:
+        elif self.run_worker.get(handle.run) == client and self.run_claim_worked.get(handle.run) == handle.token:
             del self.run_worker[handle.run]
+            del self.run_claim_worked[handle.run]
         for check in self._work_stopped:
             check(client, handle)
 
     def client_died(self, client: str) -> None:
         """A client incarnation is gone: its leases must be reclaimed in time."""
-        piece = self._slice_of.pop(client, None)
-        if piece is not None:
+        for piece in self._slice_of.pop(client, ()):
             piece[3] = self.kernel.now  # its work ends with it
         watchers = self._watchers["client_died"]
         if watchers:

@@ -106,7 +106,9 @@ class SingleExecutor(Invariant):
 
     @classmethod
     def titled(cls, message: str) -> str:
-        return "run-executed-twice" if "two executions" in message else cls.title
+        if "two executions" in message:
+            return "run-executed-twice"
+        return "works-under-a-lapsed-claim" if " under claim " in message else cls.title
 
     def work_started(self, client: str, handle: Any, other: str | None) -> None:
         self.checks += 1

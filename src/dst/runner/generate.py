@@ -115,5 +115,9 @@ class Order:
     def action(self) -> str:
         return self.step.action
 
+    @property
+    def id(self) -> int:
+        return self.step.id
+
     def arg(self, name: str, default: Any = None) -> Any:
         return self.step.arg(name, self.defaults.get(name, default))

@@ -16,7 +16,7 @@ from ..errors import UserError
 from ..faults import SCHEDULED
 from ..sim.schedule import STRATEGIES
 from ..invariants import INVARIANT_IDS
-from ..models import DEFAULT_IMPL, resolve
+from ..models import DEFAULT_IMPL, ModelError, resolve
 from ..plan import Step
 from ..sut import Model
 from ..text import format_duration, key_name, parse_duration, shorten
@@ -173,7 +173,8 @@ def kind_of(field: Any) -> Kind:
     if name == "choice":
         return _one_of(field.metadata.get("dst.choices", ()))
     if name not in _OPTION_KINDS:
-        raise TypeError(f"option {field.name!r}: unknown kind {name!r} (known: choice, {', '.join(_OPTION_KINDS)})")
+        raise ModelError(f"the model's option {field.name!r}: unknown kind {name!r} (known: choice, "
+                     f"{', '.join(_OPTION_KINDS)})")
     return _OPTION_KINDS[name]
 
 

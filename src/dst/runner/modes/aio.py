@@ -17,7 +17,7 @@ from ...aio import System
 from ...aio.anyio_order import scopes_in_order
 from ...aio.host import Client, Server
 from ...aio.loop import Loop
-from ...aio.observe import LeaseTable, Observer
+from ...aio.observe import LeaseTable, Observer, RunObserver, RunTable
 from ...aio import stores
 from ...errors import Stalled
 from ...frames import where_raised
@@ -29,6 +29,13 @@ from ...sim.kernel import Pause
 from ...sim.process import ClientProcess, HostHooks, ServerProcess
 from ..world import World
 from . import Job
+
+
+def _observing(runs: RunObserver, hooks: HostHooks) -> Callable[[], None]:
+    def settle() -> None:
+        runs.step()
+        hooks.settle()
+    return settle
 
 
 class AioMode:
@@ -62,21 +69,32 @@ class AioMode:
         return isinstance(system, System)
 
     def refuse(self, has_runs: bool) -> None:
-        if has_runs:
-            raise ModelError(f"{self.scenario.model.impl}: an asyncio system does not run work yet: this scenario "
-                             f"submits runs")
+        if has_runs and self.system.runs is None:
+            raise ModelError(f"{self.scenario.model.impl} does not run work (its dst.aio.System has no runs view: a "
+                             f"RunTable, or a RunView its service's facts keep): this scenario submits runs")
 
     def processes(self, clients: list[str], job: Job) -> tuple[ServerProcess, Mapping[str, ClientProcess]]:
         w, system, loop = self.world, self.system, self.loop
         server = Server(w.kernel, loop, w.network, w.trace, self.hooks, w.trips, system.server, system.reset)
+        runs: RunObserver | None = None
         if system.observe:
-            if system.leases is None or not hasattr(system.leases, "version"):
-                raise ModelError("dst.aio.System(observe=True) needs leases: a LeaseTable (with version() and leases())")
-            server.observer = Observer(cast(LeaseTable, system.leases), w.facts, w.kernel, w.trace, system.recount)
+            leases, table = system.leases, system.runs
+            if leases is not None and hasattr(leases, "version"):
+                server.observers.append(Observer(cast(LeaseTable, leases), w.facts, w.kernel, w.trace, system.recount))
+            if table is not None and hasattr(table, "version") and hasattr(table, "runs"):
+                runs = RunObserver(cast(RunTable, table), w.facts, w.kernel, w.trace)
+                server.observers.append(runs)
+            if not server.observers:
+                raise ModelError("dst.aio.System(observe=True) needs leases or runs to observe: a LeaseTable (with "
+                                 "version() and leases()) or a RunTable (with version() and runs())")
             server.settled = system.settled
         timeout = self.scenario.workload.request_timeout
-        return server, {name: Client(name, w.kernel, loop, w.network, w.trace, self.hooks, job, timeout)
-                        for name in clients}
+        made = {name: Client(name, w.kernel, loop, w.network, w.trace, self.hooks, job, timeout) for name in clients}
+        for client in made.values():
+            client.serving_idle = system.idle
+            if runs is not None:  # a worker's own writes move its queue's runs (an ack, a claim taken back)
+                client.settle = _observing(runs, self.hooks)
+        return server, made
 
     @contextlib.contextmanager
     def guarded(self) -> Iterator[None]:

@@ -44,6 +44,7 @@ class _FakeServer(FakeServer):
         self.lastsave = VIRTUAL_EPOCH_MS // 1000  # made before the run: not the real clock's second
         self.touched: set[tuple[int, bytes]] = set()  # (db, key) written since the parked reads were last tried
         self.woken = False  # CLIENT UNBLOCK asked a parked read to stop waiting
+        self.writes = 0  # keys written so far: what an adapter's view asks to know whether to look again
         self.running = 0  # how deep in commands (a script's, a transaction's) the server is: their sends are pushes
 
 
@@ -59,6 +60,7 @@ class _Db(Database):
         for sock in self._watches.get(key, ()):
             sock.notify_watch()  # WATCH's dirty flag: order makes no difference
         self._fake.touched.add((self.index, key))
+        self._fake.writes += 1
 
     def wake_all(self) -> None:
         # fakeredis wakes its waiting threads and tasks here; a parked read of dst's is tried after the command

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ....sandbox import VIRTUAL_EPOCH_MS
 from ...host import Server as _HostServer
 from ...loop import Loop, Process
 from .commands import _FakeServer, _Parked, _Socket
@@ -79,6 +80,11 @@ class Server:
         """Whether a command is in flight (sent, its round trip not over) on any connection. A blocking read parked
         on its keys is not: a worker waiting in ``XREADGROUP ... BLOCK`` is idle."""
         return any(link.in_transit for link in self._links.values())
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Moves whenever a key was written (or Redis restarted): a view's cheap question of whether to read again."""
+        return self._process.epoch, self._fake.writes
 
     def restart(self) -> None:
         """Redis restarts: every connection is reset (a command in flight, and the next use of the connection, see
@@ -177,6 +183,10 @@ class Server:
         if item is None or (item.expireat is not None and item.expireat < self._now()):
             return None  # past its TTL: gone for a client, though Redis has not deleted it yet
         return item.value
+
+    def now_ms(self) -> int:
+        """Redis's clock in the run's virtual ms (what a view's times are in: an idle time subtracted from it)."""
+        return int(round(self._now() * 1000)) - VIRTUAL_EPOCH_MS
 
     def _now(self) -> float:
         """Redis's clock, in seconds: what fakeredis reads (``time.time()``, virtual in a run) as Redis's process."""
