@@ -325,10 +325,10 @@ class Books:
 
     def work_stopped(self, client: str, handle: Any) -> None:
         pieces = self._slice_of.get(client)
-        piece = next((p for p in pieces if p[1] == handle), None) if pieces else None
-        if piece is not None:
-            pieces.remove(piece)  # type: ignore[union-attr]
-            piece[3] = self.kernel.now
+        if pieces:  # its one slice, nearly always; a worker running several tasks has more
+            i = 0 if pieces[0][1] == handle else next((j for j, p in enumerate(pieces) if p[1] == handle), -1)
+            if i >= 0:
+                pieces.pop(i)[3] = self.kernel.now
         if handle.__class__ is not RunClaim:
             del self.working[client]
             limit = self.limit_of.get(handle)

@@ -136,69 +136,71 @@ class ClientHost(ClientLifecycle):
         self._advance(value)
 
     def _advance(self, value: object) -> None:
-        """The job runs to its next command, as the running process (put back as it was once the job waits: an
-        error on the way leaves it naming this client)."""
+        """The job runs to its next command, as the running process: put back as it was once the job waits, and an
+        error on the way blamed on this client (:meth:`Running.blame`)."""
         running = self.running
         actor, key = running.actor, running.key
         running.actor, running.key = self.name, None
-        self._to_next_command(value)
-        running.actor, running.key = actor, key
-
-    def _to_next_command(self, value: object) -> None:
-        kernel = self.kernel
-        job = self.job
-        self.wait += 1  # whatever else was set to wake this job is stale from now on
-        while True:
-            try:
-                command = job.send(value)  # type: ignore[union-attr]  # a job is running whenever this is called
-            except StopIteration as stop:
-                self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
-                self.ended[stop.value] = self.ended.get(stop.value, 0) + 1
-                self.last_active = kernel.now
-                self.job = None
-                self.pending = -1
-                if self.jobs:
-                    self._next_job()
-                return
-            if command[0] != MOMENT:
-                break
-            armed = self.targets.take(command[1])
-            value = None
-            if armed is None:
-                continue  # nothing aimed at this moment: the job goes straight on
-            self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
-            armed[1]()
-            self.running.actor = self.name  # the fault ran the harness's code (a restart's boot, say): this job again
-            if not self.alive or self.job is None:
-                return
-            if self.paused:
-                self.stash = None  # the job goes on from here when the pause ends
-                return
-            job = self.job  # the one running now (a restart's next job, say)
-            self.wait += 1
-        op = command[0]
-        if op == CALL:
-            request = command[2]
-            kind = request.kind
-            n = self.sent.get(kind, 0)
-            self.sent[kind] = n + 1
-            key = message_key(self.job_step, kind, n)
-            self.pending = key
-            self.trace.append((kernel.now, self.name, "send", (SENT, request, command[1], key)))
-            self.network.send((self.name, command[1], key, request))
-            kernel.after(self.timeout + command[3], self._wake, (self.wait, None))
-        elif op == WORK:
-            lease, ms = command[1], command[2]
-            if ms <= 0:
-                raise ContractError(f"{self.name}: a work slice must be positive, got {ms}")
-            self.working = lease
-            self.work_end = kernel.now + ms
-            self.ghost.work_started(self.name, lease)
-            kernel.after(ms, self._wake, (self.wait, 0))
-        elif op == SLEEP:
-            kernel.after(command[1], self._wake, (self.wait, None))
-        else:
-            raise ContractError(f"{self.name}: unknown command {command!r}")
+        try:
+            kernel = self.kernel
+            job = self.job
+            self.wait += 1  # whatever else was set to wake this job is stale from now on
+            while True:
+                try:
+                    command = job.send(value)  # type: ignore[union-attr]  # a job is running whenever this is called
+                except StopIteration as stop:
+                    self.trace.append((kernel.now, self.name, "job-end", f"step {self.job_step}: {stop.value}"))
+                    self.ended[stop.value] = self.ended.get(stop.value, 0) + 1
+                    self.last_active = kernel.now
+                    self.job = None
+                    self.pending = -1
+                    if self.jobs:
+                        self._next_job()
+                    return
+                if command[0] != MOMENT:
+                    break
+                armed = self.targets.take(command[1])
+                value = None
+                if armed is None:
+                    continue  # nothing aimed at this moment: the job goes straight on
+                self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
+                armed[1]()
+                self.running.actor = self.name  # the fault ran the harness's code (a restart's boot, say): this job again
+                if not self.alive or self.job is None:
+                    return
+                if self.paused:
+                    self.stash = None  # the job goes on from here when the pause ends
+                    return
+                job = self.job  # the one running now (a restart's next job, say)
+                self.wait += 1
+            op = command[0]
+            if op == CALL:
+                request = command[2]
+                kind = request.kind
+                n = self.sent.get(kind, 0)
+                self.sent[kind] = n + 1
+                key = message_key(self.job_step, kind, n)
+                self.pending = key
+                self.trace.append((kernel.now, self.name, "send", (SENT, request, command[1], key)))
+                self.network.send((self.name, command[1], key, request))
+                kernel.after(self.timeout + command[3], self._wake, (self.wait, None))
+            elif op == WORK:
+                lease, ms = command[1], command[2]
+                if ms <= 0:
+                    raise ContractError(f"{self.name}: a work slice must be positive, got {ms}")
+                self.working = lease
+                self.work_end = kernel.now + ms
+                self.ghost.work_started(self.name, lease)
+                kernel.after(ms, self._wake, (self.wait, 0))
+            elif op == SLEEP:
+                kernel.after(command[1], self._wake, (self.wait, None))
+            else:
+                raise ContractError(f"{self.name}: unknown command {command!r}")
+        except BaseException:
+            running.blame()
+            raise
+        finally:
+            running.actor, running.key = actor, key
 
     def receive(self, message: tuple[Any, ...]) -> None:
         key = message[2]
@@ -321,43 +323,45 @@ class ServerHost(ServerLifecycle):
         running = self.running
         actor, key = running.actor, running.key
         running.actor, running.key = SERVER, task[1]
-        self._to_next_step(task)
-        running.actor, running.key = actor, key
-
-    def _to_next_step(self, task: list[Any]) -> None:
         try:
-            command = task[0].send(None)
-            while command is not None and command[0] == MOMENT:
-                armed = self.targets.take(command[1])
-                if armed is not None:
-                    self.trace.append((self.kernel.now, "server", "moment", f"{command[1]}: {armed[0]}"))
-                    armed[1]()
-                    self.running.actor, self.running.key = SERVER, task[1]  # this handler again, after the fault
-                    if task[4] != self.epoch:
-                        return  # struck down at the moment: the process that ran it is gone
-                    if self.paused_until > self.kernel.now:
-                        self.frozen.append(task)  # frozen mid-step: it goes on first when the process resumes
-                        return
+            try:
                 command = task[0].send(None)
-        except StopIteration as stop:
-            response = stop.value
+                while command is not None and command[0] == MOMENT:
+                    armed = self.targets.take(command[1])
+                    if armed is not None:
+                        self.trace.append((self.kernel.now, "server", "moment", f"{command[1]}: {armed[0]}"))
+                        armed[1]()
+                        self.running.actor, self.running.key = SERVER, task[1]  # this handler again, after the fault
+                        if task[4] != self.epoch:
+                            return  # struck down at the moment: the process that ran it is gone
+                        if self.paused_until > self.kernel.now:
+                            self.frozen.append(task)  # frozen mid-step: it goes on first when the process resumes
+                            return
+                    command = task[0].send(None)
+            except StopIteration as stop:
+                response = stop.value
+                self.ghost.settle()
+                message = task[3]
+                if message is not None:
+                    self.serving -= 1
+                    self.ghost.handled(message[3])
+                if message is not None and response is not None:
+                    self.reply(message, response)
+                return
             self.ghost.settle()
-            message = task[3]
-            if message is not None:
-                self.serving -= 1
-                self.ghost.handled(message[3])
-            if message is not None and response is not None:
-                self.reply(message, response)
-            return
-        self.ghost.settle()
-        if command is None:
-            self._round_trip(task)
-        elif command[0] == SLEEP:  # the handler's own time, not a store round trip
-            self.kernel.after(command[1], self._step, task)
-        else:  # (WAIT, wakes, ms): parked until a wake or the time is up; the first to come ends in a round trip
-            woken = (task, task[2])
-            command[1].append(partial(self._woken, woken))
-            self.kernel.after(command[2], self._woken, woken)
+            if command is None:
+                self._round_trip(task)
+            elif command[0] == SLEEP:  # the handler's own time, not a store round trip
+                self.kernel.after(command[1], self._step, task)
+            else:  # (WAIT, wakes, ms): parked until a wake or the time is up; the first to come ends in a round trip
+                woken = (task, task[2])
+                command[1].append(partial(self._woken, woken))
+                self.kernel.after(command[2], self._woken, woken)
+        except BaseException:
+            running.blame()
+            raise
+        finally:
+            running.actor, running.key = actor, key
 
     def _round_trip(self, task: list[Any]) -> None:
         """The handler's next step comes after one store round trip."""

@@ -51,17 +51,28 @@ class HostHooks(Protocol):
 class Running:
     """Who runs now: the process whose code the run is in (``actor``), and, while a server handler's step runs,
     that handler's key (``key``: a request's message key, or a background job's). The coroutine seam's hosts set
-    it as they call into the model's code and put it back as that code returns; an error leaves it where the
-    error was raised. Read when something must be blamed on someone (a violation, an error, a stall, a refusal),
-    so the hot path pays two attribute writes a step and nothing is read from stack frames."""
+    it as they call into the model's code and put it back as that code returns; an error on its way out is blamed
+    (:meth:`blame`) on who ran where it was raised. Read when something must be blamed on someone (a violation, an
+    error, a stall, a refusal), so the hot path pays a few attribute writes a step, and nothing is read from stack
+    frames."""
 
-    __slots__ = ("actor", "key")
+    __slots__ = ("actor", "key", "raised")
 
     IDLE = "server"  # what a run blames when no process's code runs (dst's own events)
 
     def __init__(self) -> None:
         self.actor = Running.IDLE
         self.key: int | None = None
+        self.raised: tuple[str, int | None] | None = None  # who ran where the error that ends the run was raised
+
+    def blame(self) -> None:
+        """An error passes on its way out of the code running now: the innermost host it leaves names it."""
+        if self.raised is None:
+            self.raised = (self.actor, self.key)
+
+    def who(self) -> tuple[str, int | None]:
+        """The process (and handler) to blame: where an error was raised, or who runs now."""
+        return self.raised if self.raised is not None else (self.actor, self.key)
 
 
 class Targets:

@@ -20,7 +20,7 @@ _SLOW = 1 << 40  # salts the draw that decides whether a store round trip is slo
 
 
 class RoundTrips:
-    __slots__ = ("kernel", "rng", "trace", "lo", "span", "strategy", "_slow_below", "_slow_lo", "_slow_span", "pinned",
+    __slots__ = ("kernel", "rng", "trace", "lo", "span", "strategy", "_trip", "_slow_below", "_slow_lo", "_slow_span", "pinned",
                  "drawn", "slowing")
 
     def __init__(self, kernel: Kernel, rng: Keyed, trace: list[Event], *, latency: tuple[int, int], strategy: Strategy,
@@ -30,6 +30,7 @@ class RoundTrips:
         self.trace = trace
         self.lo, self.span = latency[0], latency[1] - latency[0] + 1
         self.strategy = strategy
+        self._trip = strategy.trip  # bound once: asked at every round trip
         self._slow_below = int(slow * (1 << 16))
         self._slow_lo, self._slow_span = slow_by[0], slow_by[1] - slow_by[0] + 1
         self.pinned: dict[tuple[int, int], int] = {}  # (handler key, round trip) -> its extra latency
@@ -40,7 +41,7 @@ class RoundTrips:
         """The ``n``-th round trip (from 1) of the handler keyed ``key``: its latency and its rank among the
         steps due at the same instant (for :meth:`Kernel.after_ranked`)."""
         extra = self.slow(key, n) if self.slowing else 0
-        ms, rank = self.strategy.trip(key, n, self.lo, self.span)
+        ms, rank = self._trip(key, n, self.lo, self.span)
         return ms + extra, rank
 
     def pin_slow(self, key: int, n: int, ms: int) -> None:

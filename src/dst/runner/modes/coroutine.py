@@ -60,10 +60,10 @@ class CoroutineMode:
                        logs=lambda text: self.world.logged(running.actor, text))
 
     def who(self) -> str:
-        return self.world.running.actor
+        return self.world.running.who()[0]
 
     def handling(self) -> int | None:
-        return self.world.running.key
+        return self.world.running.who()[1]
 
     def hold(self) -> bool:
         return False
