@@ -139,7 +139,7 @@ class ClientHost(ClientLifecycle):
         """The job runs to its next command, as the running process: put back as it was once the job waits, and an
         error on the way blamed on this client (:meth:`Running.blame`)."""
         running = self.running
-        actor, key = running.actor, running.key
+        was = running.actor, running.key  # (not two locals: the body below names a message's key "key")
         running.actor, running.key = self.name, None
         try:
             kernel = self.kernel
@@ -200,7 +200,7 @@ class ClientHost(ClientLifecycle):
             running.blame()
             raise
         finally:
-            running.actor, running.key = actor, key
+            running.actor, running.key = was
 
     def receive(self, message: tuple[Any, ...]) -> None:
         key = message[2]
