@@ -117,3 +117,15 @@ def test_sigterm_as_dst_starts_ends_it_with_one_line(models):
     _, err = process.communicate(timeout=30)
     assert process.returncode == EXIT_TERMINATED
     assert err.strip().splitlines()[-1] == "dst: terminated"
+
+
+def test_replay_with_another_model_never_imports_the_one_the_finding_names(models):
+    # A finding recorded on a model that ends the process as it is imported, replayed on the reference model:
+    # its keys are read as the reference's, and its own model is never imported.
+    shipped = (Path(__file__).resolve().parents[1] / "findings" / "001-release-frees-another-holders-slot.toml")
+    text = shipped.read_text().replace('impl = "dst.reference:model"', 'impl = "exits_at_import:model"')
+    assert 'impl = "exits_at_import:model"' in text
+    (models / "mine.toml").write_text(text)
+    done = dst(models, "replay", "mine.toml", "--model", "dst.reference:model", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "reproduces" in done.stdout

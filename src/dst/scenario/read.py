@@ -278,16 +278,19 @@ def dropped(scenario: Scenario, path: str | Path | None) -> tuple[str, ...]:
 
 
 def scenario_from_doc(doc: dict[str, Any], source: str, model: str | None = None) -> Scenario:
-    """A scenario from a TOML document, run on ``model`` instead of its own if given (see :func:`with_model`)."""
+    """A scenario from a TOML document, run on ``model`` instead of its own if given. The document's own model is
+    then never imported (it may be gone, slow, or do anything as it is imported): its keys are read as the new
+    model's, less the options and bugs the new one does not have (:func:`dropped` says which)."""
     if model is None:
         return parse_scenario(doc, source)
-    try:
-        own = parse_scenario(doc, source)
-    except ScenarioError as e:
-        if ": model.impl: " not in str(e):
-            raise
-        return parse_scenario(doc, source, model=model)  # its own model is gone: read its keys as the new one's
-    return with_model(own, model)
+    section = doc.get("model")
+    if isinstance(section, dict):
+        kept = {f.name for f in attrs.fields(ModelConfig)} | _options_of(model)
+        doc = {**doc, "model": {k: v for k, v in section.items() if k in kept}}
+    if isinstance(doc.get("bugs"), list):
+        known = {bug.slug for bug in resolve(model).bugs}
+        doc = {**doc, "bugs": [slug for slug in doc["bugs"] if slug in known]}
+    return parse_scenario(doc, source, model=model)
 
 
 def with_model(scenario: Scenario, model: str) -> Scenario:
