@@ -96,7 +96,7 @@ def test_a_campaign_whose_model_blocks_in_c_ends_within_its_time_budget_and_repo
 
 
 def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # 3 GiB: a MemoryError soon, not a swapping machine
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))  # 1.5 GiB: a MemoryError soon, not a swapping machine
 
 
 def test_a_model_that_runs_out_of_memory_is_a_model_error_and_the_campaign_reports(models):

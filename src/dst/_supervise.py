@@ -7,7 +7,9 @@ only when the child did not end as dst ends: one line, exit 3 (the model's error
 says so first (:func:`done`: ``sys.exit`` through ``atexit``, or dst's own ``os._exit`` after it); a model's
 ``os._exit`` skips both. Ctrl-C reaches both processes (one process group); SIGTERM sent to the supervisor is
 passed on. Either way, a child that has not ended within :data:`GRACE` seconds is killed: a model that swallows
-every interrupt cannot keep dst running. The child dies with the supervisor, however the supervisor dies.
+every interrupt cannot keep dst running. A child whose own code has taken the signal says so (:func:`stopping`: a
+campaign stopping its workers or its cluster, with no model code left to run) and gets :data:`STOPPING_GRACE`. The
+child dies with the supervisor, however the supervisor dies.
 
 Only on Linux (``fork``, ``prctl``); elsewhere ``dst`` runs unsupervised, as it always did.
 """
@@ -23,7 +25,8 @@ import sys
 import time
 from typing import Callable
 
-GRACE = 2.0  # seconds a child has to end after Ctrl-C or SIGTERM (a campaign stops its workers and reports in less)
+GRACE = 2.0  # seconds a child has to end after Ctrl-C or SIGTERM while a model's code may hold it
+STOPPING_GRACE = 20.0  # seconds, once dst's own code is stopping (a cluster's scheduler may be slow to let go)
 _UNSUPERVISED = "DST_UNSUPERVISED"  # set in the child: a dst it starts (a fresh-process replay) runs as it is
 _EXIT_MODEL_ERROR, _EXIT_INTERRUPTED, _EXIT_TERMINATED = 3, 130, 143
 
@@ -34,11 +37,22 @@ def done() -> None:
     """In the supervised child: dst itself ends this process now (its exit status is dst's answer)."""
     global _marker
     if _marker is not None:
+        _tell(b"done")
+        _marker = None
+
+
+def stopping() -> None:
+    """In the supervised child: dst's own code has taken Ctrl-C or SIGTERM and is stopping (no model code runs
+    in this process any more): the supervisor waits :data:`STOPPING_GRACE` for it, not :data:`GRACE`."""
+    _tell(b"stop")
+
+
+def _tell(what: bytes) -> None:
+    if _marker is not None:
         try:
-            os.write(_marker, b"done")
+            os.write(_marker, what)
         except OSError:
             pass
-        _marker = None
 
 
 def supervised(program: Callable[[], object]) -> None:
@@ -88,17 +102,19 @@ def _watch(pid: int, read: int) -> int:
             continue
         if ended:
             break
-        if asked and time.monotonic() * 1000 - asked[1] >= GRACE * 1000:
+        grace = STOPPING_GRACE if b"stop" in said else GRACE
+        if asked and time.monotonic() * 1000 - asked[1] >= grace * 1000:
             os.kill(pid, signal.SIGKILL)  # it would not stop: a model that swallows every interrupt
             os.waitpid(pid, 0)
             stopped = "terminated" if asked[0] == signal.SIGTERM else "interrupted"
-            _say(f"dst: {stopped}; the model's code did not stop within {GRACE:.0f} s, and its process was killed")
+            who = "dst did not finish stopping" if b"stop" in said else "the model's code did not stop"
+            _say(f"dst: {stopped}; {who} within {grace:.0f} s, and its process was killed")
             return _EXIT_TERMINATED if asked[0] == signal.SIGTERM else _EXIT_INTERRUPTED
     try:
         said += os.read(read, 16)
     except OSError:
         pass
-    if said.startswith(b"done"):
+    if b"done" in said:
         return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)

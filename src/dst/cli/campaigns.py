@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+from .._supervise import stopping
 from ..explore.cluster import ClusterError, ClusterExecutor
 from ..explore import report
 from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, seeds, tallied
@@ -74,6 +75,7 @@ def dst_fuzz(args: argparse.Namespace) -> int:
         with progress:
             asked = drive(outcomes, tally, each)
     except KeyboardInterrupt as halt:
+        stopping()  # out of the model's code: closing the pool or the cluster and reporting is dst's own work
         interrupted = EXIT_TERMINATED if isinstance(halt, Terminated) else EXIT_INTERRUPTED
     except ClusterError as e:  # the cluster failed mid-campaign: what it ran, and the findings, are still reported
         lost = e

@@ -16,6 +16,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from .._supervise import stopping
 from ..runner import watchdog
 
 
@@ -34,6 +35,7 @@ class StopRequest:
     def __call__(self, signum: int, frame: object) -> None:
         self.signum = signum
         self.event.set()
+        stopping()  # the models run in the workers: what is left here is dst's own stopping
 
     def interrupt(self) -> KeyboardInterrupt:
         return Terminated() if self.signum == signal.SIGTERM else KeyboardInterrupt()
