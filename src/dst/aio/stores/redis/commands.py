@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import redis.asyncio as redis_async
 from fakeredis._command_args_parsing import Timeout
@@ -19,8 +19,30 @@ from fakeredis._socket import FakeSocket
 from ...loop import VIRTUAL_EPOCH_MS
 from . import resp
 
-if TYPE_CHECKING:
-    from .server import Server, _Link
+
+class _Link(Protocol):
+    """One client connection, as the server holds it (:class:`~dst.aio.stores.redis.server._Link`)."""
+
+    serial: int
+    owner: Any  # the process at its client's end
+    loop: Any
+    parked: _Parked | None
+
+
+class _Host(Protocol):
+    """What a connection's socket asks of the Redis server it belongs to
+    (:class:`~dst.aio.stores.redis.Server`): the server's own module uses this one, not the other way round."""
+
+    name: str
+    port: int
+
+    def _send(self, link: Any, data: bytes) -> None: ...
+
+    def _after_command(self) -> None: ...
+
+    def _park(self, parked: _Parked, timeout: float | None) -> None: ...
+
+    def _killed(self, link: Any) -> None: ...
 
 
 class _Dbs(dict[int, Database]):
@@ -120,7 +142,7 @@ class _Parked:
 class _Socket(FakeSocket):
     """One client connection's end at the server: fakeredis's command implementations, dst's way of answering."""
 
-    def __init__(self, server: _FakeServer, redis: Server, link: _Link) -> None:
+    def __init__(self, server: _FakeServer, redis: _Host, link: _Link) -> None:
         self._redis = redis
         self._link = link
         self._fake = server  # fakeredis forgets its server when the socket closes, perhaps inside a command
