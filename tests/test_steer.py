@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dst.explore.fuzz import campaign, seeds
 from dst.explore.steer import Steering, default_campaign
 from dst.runner import run
-from dst.runner.swarm import aimed, swarm
+from dst.runner.swarm import aimed, swarm, world
 from dst.scenario import embedded_scenarios, load_scenario
 from dst.sut import Situation
 
@@ -170,3 +170,66 @@ def test_a_campaign_names_the_fault_kinds_no_seed_turned_on(capsys, tmp_path) ->
     out = " ".join(capsys.readouterr().out.split())
     assert ("never enabled restart, pause, partition, clock_skew, server_restart, server_pause, slow, duplicate, "
             "delay, lose: no seed turned them on") in out
+
+
+# --- small worlds first, for a model of the user's -----------------------------------------------------------------
+
+def test_a_small_world_cuts_clients_jobs_and_the_run_and_keeps_the_faults() -> None:
+    full = load_scenario(None, model="examples.aio_leases:model")
+    small, medium = world(full, "small"), world(full, "medium")
+    assert (small.workload.clients, small.workload.jobs, small.run.duration) == (2, 3, 150_000)
+    assert (medium.workload.clients, medium.workload.jobs, medium.run.duration) == (3, 4, 300_000)
+    assert small.faults == full.faults and small.network == full.network and small.bugs == full.bugs
+    assert small.name == f"{full.name}, small world"
+    assert world(small, "small") == small  # no smaller than it is: as it is, named as it was
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 20), st.integers(1, 3_600_000), st.sampled_from(("small", "medium")))
+def test_a_world_is_never_bigger_than_the_scenario_in_any_key(clients: int, jobs: int, duration: int,
+                                                              size: str) -> None:
+    full = load_scenario(None)
+    full = attrs.evolve(full, workload=attrs.evolve(full.workload, clients=clients, jobs=jobs),
+                        run=attrs.evolve(full.run, duration=duration))
+    smaller = world(full, size)
+    assert smaller.workload.clients <= clients and smaller.workload.jobs <= jobs
+    assert 1 <= smaller.run.duration <= duration
+
+
+def test_a_scripted_scenario_keeps_its_world() -> None:
+    finding = load_scenario("findings/001-release-frees-another-holders-slot.toml")
+    assert finding.steps is not None and world(finding, "small") is finding
+
+
+def test_worlds_start_small_grow_and_leave_the_choice_of_scenario_as_it_was() -> None:
+    plain, tiered = Steering(4), Steering(12, worlds=3)
+    block = plain.block
+    arms = []
+    for position in range(5 * block):  # in campaign order, learning each outcome (nothing reached)
+        arms.append(tiered.arm(position))
+        tiered.learn(arms[-1], (), (), (), ())
+    worlds = [arm // 4 for arm in arms]  # 0: in full, 1: small, 2: medium
+    assert set(worlds[:block]) == {1}
+    assert set(worlds[block:2 * block]) == {1, 2} and set(worlds[2 * block:3 * block]) == {2, 0}
+    later = Counter(worlds[3 * block:5 * block])
+    assert later[0] == 2 * later[1] == 2 * later[2]  # from then on more than half the seeds run in full
+    assert [arm % 4 for arm in arms[:2 * block]] == [plain.arm(p) for p in range(2 * block)]
+
+
+def test_a_users_default_campaign_starts_small_and_the_reference_models_does_not() -> None:
+    users = default_campaign(load_scenario(None, model="examples.aio_leases:model"))
+    assert users.worlds == 3 and len(users.scenarios) % 3 == 0
+    third = len(users.scenarios) // 3
+    assert all(s.name.endswith(", small world") for s in users.scenarios[third:2 * third])
+    assert default_campaign(load_scenario(None)).worlds == 1
+
+
+def test_a_small_world_seed_runs_again_from_its_command(capsys) -> None:
+    from dst.cli import main
+    from dst.runner.reproduce import reproduce
+
+    small = world(load_scenario("examples/aio_leases/scenarios/default.toml"), "small")
+    command = reproduce(swarm(small, 2), 2)
+    assert command == "dst run --seed 2 --scenario examples/aio_leases/scenarios/default.toml --world small --swarm"
+    assert main([*command.split()[1:], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace_digest"] == run(swarm(small, 2), 2).digest

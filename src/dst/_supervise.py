@@ -62,8 +62,11 @@ def supervised(program: Callable[[], object]) -> None:
         return
     global _marker
     read, write = os.pipe()
-    pid = os.fork()
+    held = (signal.SIGINT, signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)  # until the supervisor's handlers are in: a signal sent to it
+    pid = os.fork()  # at once (the child already running dst) is passed on, not the supervisor's sudden death
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
         os.close(read)
         os.environ[_UNSUPERVISED] = "1"
         _marker = write
@@ -75,22 +78,28 @@ def supervised(program: Callable[[], object]) -> None:
         program()
         return
     os.close(write)
-    sys.exit(_watch(pid, read))
-
-
-def _watch(pid: int, read: int) -> int:
-    """The child's exit status, as dst's; a line and exit 3 when the model's code ended the process."""
     asked: list[int] = []  # the signals the supervisor got, first first
+    for sig in held:
+        signal.signal(sig, _noting(asked, pid))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    sys.exit(_watch(pid, read, asked))
+
+
+def _noting(asked: list[int], child: int) -> Callable[[int, object], None]:
+    """The supervisor's handler of Ctrl-C and SIGTERM: note the first (its number, then when), pass SIGTERM on."""
 
     def noted(signum: int, frame: object) -> None:
         if signum == signal.SIGTERM:
-            os.kill(pid, signal.SIGTERM)  # Ctrl-C reaches the child by itself; a SIGTERM to this process does not
+            os.kill(child, signal.SIGTERM)  # Ctrl-C reaches the child by itself; a SIGTERM to this process does not
         if not asked:
             asked.append(signum)
             asked.append(int(time.monotonic() * 1000))
 
-    signal.signal(signal.SIGINT, noted)
-    signal.signal(signal.SIGTERM, noted)
+    return noted
+
+
+def _watch(pid: int, read: int, asked: list[int]) -> int:
+    """The child's exit status, as dst's; a line and exit 3 when the model's code ended the process."""
     said = b""
     while True:
         try:

@@ -61,7 +61,8 @@ def dst_fuzz(args: argparse.Namespace) -> int:
     if noted:  # stops at its next safe point
         saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
     outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=workers,
-                        deadline=deadline, executor=cluster, stop=request, broad=roster.broad)
+                        deadline=deadline, executor=cluster, stop=request, broad=roster.broad,
+                        worlds=roster.worlds)
 
     def each(outcome: Outcome, tally: Tally) -> bool:
         progress.update(tally, time.monotonic() - started)

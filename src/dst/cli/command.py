@@ -10,7 +10,7 @@ import attrs
 from ..errors import MODEL_ERROR, UserError
 from ..models import ModelError, resolve
 from ..runner import RunResult, check
-from ..runner.swarm import aimed, enable
+from ..runner.swarm import aimed, enable, world
 from ..scenario import Scenario, dropped, load_scenario
 from .output import error
 
@@ -85,6 +85,8 @@ def scenario_from(args: argparse.Namespace, *, checked: bool = True) -> Scenario
         scenario = enable(scenario, kind)
     if args.aim:
         scenario = aimed(scenario)
+    if args.world is not None:
+        scenario = world(scenario, args.world)
     if checked:
         check(scenario)  # keys that contradict the model's bounds are said now, before any run
     return scenario
@@ -93,4 +95,4 @@ def scenario_from(args: argparse.Namespace, *, checked: bool = True) -> Scenario
 def reproduce_flags(args: argparse.Namespace) -> tuple[Any, ...]:
     """The flags of ``dst run`` that decide a run, in the order :func:`dst.runner.reproduce.command` takes them."""
     return (args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs, args.aim,
-            tuple(dict.fromkeys(args.enable)))
+            tuple(dict.fromkeys(args.enable)), args.world)

@@ -11,7 +11,7 @@ from typing import NoReturn
 from ..version import __version__
 from ..explore.fuzz import Shard
 from ..models import DEFAULT_IMPL
-from ..runner.swarm import ENABLE, ENABLE_CHANCE, ENABLE_RATE
+from ..runner.swarm import ENABLE, ENABLE_CHANCE, ENABLE_RATE, WORLDS
 from ..text import parse_duration, shorten
 from .command import UsageError
 
@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--aim", action="store_true",
                        help="aim half of each fault kind the scenario enables (and leaves unaimed) at the model's "
                             "sensitive moments, as the default campaign runs half its scenarios")
+        p.add_argument("--world", choices=tuple(WORLDS), metavar="SIZE",
+                       help=f"run the scenario in a smaller world ({', '.join(WORLDS)}: at most "
+                            + ", ".join(f"{c} clients, {j} jobs, {ms // 1000} s" for c, j, ms in WORLDS.values())
+                            + "), as the default campaign of a model of your own starts")
 
     def junit_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--junit", metavar="FILE", type=Path,

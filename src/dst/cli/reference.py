@@ -78,7 +78,12 @@ switched off and yours on), each also with half its faults aimed at the model's 
 A model of your own also runs the default with each fault kind no scenario of the campaign turns
 on (a clock skew, a server pause, the slow store: `--enable KIND`) turned on, where the model's
 bounds accept it; the report names every fault kind no seed turned on (`never enabled`, and the
-zeros of `coverage.enabled` in `--json`): nothing they cause was looked for.
+zeros of `coverage.enabled` in `--json`): nothing they cause was looked for. And it starts
+small: every scenario also runs in a small and a medium world (`--world`: at most 2 clients,
+3 jobs and 150 s of activity, or 3, 4 and 300 s). The first block of seeds runs small worlds, the
+second small and medium ones, the third medium and full ones; after that a quarter of the seeds
+are small, a quarter medium and half in full. A real service's seed in a small world costs about a
+tenth of a full one, and most of its findings need no more than two clients.
 In the opening (8 seeds per scenario of the campaign), half the seeds go to the broad scenarios (the
 default and `runs`, which switch no bug on and exercise the whole model), so a bug any workload
 meets is found about as soon as by those alone; after it, a quarter. A quarter take turns across

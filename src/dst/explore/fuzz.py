@@ -166,10 +166,11 @@ def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[tuple[int, int]], us
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
              deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
              executor: Executor | None = None, stop: StopRequest | None = None,
-             broad: int = 0) -> Generator[Outcome, None, None]:
+             broad: int = 0, worlds: int = 1) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
     scenarios, :class:`~dst.explore.steer.Steering` tells which one each seed runs (``Outcome.arm``): many to the
-    first ``broad`` of them (0: all are broad), the rest in turns and where coverage is thin.
+    first ``broad`` of them (0: all are broad), the rest in turns and where coverage is thin; with ``worlds`` of
+    3, the scenarios are a :class:`~dst.explore.steer.Roster`'s of three worlds, and a seed's position says which.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,
     or one made here), with a window of ``2 * workers`` chunks in flight. An ``executor`` given is used
@@ -180,7 +181,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
     """
     scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
     steering = Steering(len(scenarios), catalogue(scenarios[0].model.resolve().situations) if len(scenarios) > 1 else (),
-                        broad)
+                        broad, worlds)
     numbered = enumerate(seed_iter)  # (position in the campaign, seed)
 
     def learned(outcome: Outcome) -> Outcome:

@@ -15,6 +15,14 @@ rarely any seed reached it. A situation no seed has reached yet draws seeds to e
 checks the invariants it tests. In the first block, with nothing learned, the weighed quarter takes
 turns too.
 
+A real service (a model of the asyncio mode, whose seeds cost a hundred times the seam's) starts small: its
+roster holds each scenario three times, in full and in a small and a medium world (fewer clients and jobs, a
+shorter run: :func:`~dst.runner.swarm.world`), and a seed's world is a function of its position. The first block
+runs small worlds; the second small and medium ones, a round of each in turns; the third medium and full ones; from
+then on a round in four is small, one medium and two are full. Most findings are told by one or two clients in a
+few steps, and a small world's seed costs a tenth of a full one's, so the first findings come that much sooner,
+while the full worlds still run more than half the seeds. The steering weighs a scenario's seeds in every world alike.
+
 A block is weighed on the outcomes of the blocks before the one before it, so a pool of workers
 never waits for the seeds in flight; and since outcomes are consumed in seed order, the choice for
 every seed is a pure function of the campaign (its first seed, its shard, its scenarios): the same
@@ -31,8 +39,8 @@ import attrs
 
 from ..errors import UserError
 from ..models import ModelError, resolve
-from ..runner import check
-from ..runner.swarm import ENABLE, aimed, enable, enabled_kinds
+from ..runner import check, real_service
+from ..runner.swarm import ENABLE, WORLDS, aimed, enable, enabled_kinds, world
 from ..scenario import Scenario, ScenarioError, load_shipped, shipped_names
 from ..sut import Situation
 
@@ -43,17 +51,26 @@ _OPENING = 2  # blocks in which half the seeds go to the broad scenarios; a quar
 
 @attrs.frozen
 class Roster:
-    """A campaign's scenarios, the broad ones first (see the module's text): ``broad`` of them."""
+    """A campaign's scenarios, the broad ones first (see the module's text): ``broad`` of them. With ``worlds``
+    of 3, the scenarios are laid out as the full ones, then each in its small world, then in its medium one."""
 
     scenarios: tuple[Scenario, ...]
     broad: int
+    worlds: int = 1
+
+
+WORLD_ORDER: tuple[str | None, ...] = (None, *WORLDS)  # a roster's worlds, in its layout: in full, then the others
 
 
 class Steering:
     """The arm (an index into the campaign's scenarios) of each seed, by its position in the campaign. The first
     ``broad`` arms are the broad ones (none or all: every arm is)."""
 
-    def __init__(self, arms: int, situations: Sequence[Situation] = (), broad: int = 0) -> None:
+    def __init__(self, arms: int, situations: Sequence[Situation] = (), broad: int = 0, worlds: int = 1) -> None:
+        if worlds not in (1, len(WORLD_ORDER)) or arms % worlds:
+            raise ValueError(f"expected the scenarios of {worlds} world(s), got {arms}")
+        self.worlds = worlds
+        arms //= worlds  # the steering is of the scenarios; the world is the seed's position's (see _world)
         self.arms = arms
         self.broad = broad if 0 < broad < arms else arms
         self.block = 4 * arms  # seeds per block: a round of four lanes per arm
@@ -73,7 +90,22 @@ class Steering:
         return self.arms == 1 or block < 2 or self.learned >= (block - 1) * self.block
 
     def arm(self, position: int) -> int:
-        """The arm of the seed at ``position`` (0-based, in campaign order); :meth:`ready` must say so."""
+        """The arm of the seed at ``position`` (0-based, in campaign order), in its world; :meth:`ready` must say
+        so."""
+        return self._scenario(position) + self.arms * self._world(position)
+
+    def _world(self, position: int) -> int:
+        """The world of the seed at ``position``: an index into :data:`WORLD_ORDER` (see the module's text)."""
+        if self.worlds == 1:
+            return 0
+        block, round_ = position // self.block, position // 4
+        if block == 0:
+            return 1
+        if block < 3:
+            return (1, 2)[round_ % 2] if block == 1 else (2, 0)[round_ % 2]
+        return (1, 2, 0, 0)[round_ % 4]
+
+    def _scenario(self, position: int) -> int:
         if self.arms == 1:
             return 0
         block, offset = divmod(position, self.block)
@@ -95,6 +127,7 @@ class Steering:
         self.learned += 1
         if self.arms == 1:
             return
+        arm %= self.arms  # its scenario's, in whichever world
         self.seeds[arm] += 1
         if not self.checks[arm]:
             self.checks[arm] = frozenset(checked)
@@ -161,7 +194,8 @@ def default_campaign(first: Scenario) -> Roster:
     A model of the user's (one whose scenarios are not dst's catalogue) also runs ``first`` with each fault kind of
     :data:`~dst.runner.swarm.ENABLE` that no scenario of the campaign turns on (a clock skew, a server pause, the
     slow store) turned on (:func:`~dst.runner.swarm.enable`), among the broad ones, where the model's bounds accept
-    it: a service's first campaign meets every kind of fault, not only those the embedded default has."""
+    it: a service's first campaign meets every kind of fault, not only those the embedded default has. A real
+    service (the asyncio mode) runs them in small worlds first (see the module's text)."""
     impl = first.model.impl
     broad: list[Scenario] = [first]
     narrow: list[Scenario] = []
@@ -186,5 +220,26 @@ def default_campaign(first: Scenario) -> Roster:
                 continue  # beyond the model's bounds: the report names the kind as never enabled
             broad.append(shape)
     roster = broad + narrow
-    aimed_ones = tuple(dict.fromkeys(a for a in map(aimed, roster) if a not in roster))
-    return Roster(tuple(roster) + aimed_ones, len(broad))
+    full = tuple(roster) + tuple(dict.fromkeys(a for a in map(aimed, roster) if a not in roster))
+    if not _starts_small(first):
+        return Roster(full, len(broad))
+    return Roster(full + tuple(_in_world(s, size) for size in WORLDS for s in full), len(broad), len(WORLD_ORDER))
+
+
+def _starts_small(first: Scenario) -> bool:
+    """A campaign on a real service (a model of the asyncio mode) starts in small worlds; the seam's do not (their
+    seeds cost milliseconds, and a small world meets fewer of the messages a seam's bug needs)."""
+    try:
+        return real_service(first)
+    except (ScenarioError, ModelError, UserError):
+        return False
+
+
+def _in_world(scenario: Scenario, size: str) -> Scenario:
+    """``scenario`` in the world of ``size``, or as it is where the model's bounds refuse that world."""
+    smaller = world(scenario, size)
+    try:
+        check(smaller)
+    except (ScenarioError, ModelError, UserError):
+        return scenario
+    return smaller

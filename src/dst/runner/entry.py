@@ -42,3 +42,13 @@ def check(scenario: Scenario) -> None:
     """Raise :class:`~dst.scenario.ScenarioError` if ``scenario`` contradicts its model's bounds (builds the
     system once, and closes it)."""
     Simulation(scenario, 0, ()).close()
+
+
+def real_service(scenario: Scenario) -> bool:
+    """Whether ``scenario``'s system runs in a mode of real services (the asyncio mode), whose seeds are costly;
+    builds the system once, and closes it (raises as :func:`check` does; False where the build failed)."""
+    simulation = Simulation(scenario, 0, ())
+    try:
+        return simulation.build_error is None and simulation.mode.real_service
+    finally:
+        simulation.close()

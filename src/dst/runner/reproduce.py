@@ -9,21 +9,22 @@ import attrs
 
 from ..models import ModelError
 from ..scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
-from .swarm import ENABLE, aimed, enable, swarm
+from .swarm import ENABLE, WORLDS, aimed, enable, swarm, world
 
 
 def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
-            model: str | None = None, no_bugs: bool = False, aim: bool = False, enable: Iterable[str] = ()) -> str:
+            model: str | None = None, no_bugs: bool = False, aim: bool = False, enable: Iterable[str] = (),
+            world: str | None = None) -> str:
     """``dst run --seed N`` with the flags given, as a shell takes it (a path with a space is quoted): the
     scenario as the command line names it (None: the embedded default), the model it runs instead of the
     file's, the bugs it turns on besides the file's (with ``no_bugs``, instead of them), the fault kinds it
-    turns on that the file leaves off, and whether its faults are aimed."""
-    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs, aim, enable))
+    turns on that the file leaves off, whether its faults are aimed, and the smaller world it runs in."""
+    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs, aim, enable, world))
 
 
 def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
               model: str | None = None, no_bugs: bool = False, aim: bool = False,
-              enable: Iterable[str] = ()) -> list[str]:
+              enable: Iterable[str] = (), world: str | None = None) -> list[str]:
     """:func:`command` as the list of its words."""
     parts = ["dst", "run", "--seed", str(seed)]
     if scenario_arg:
@@ -38,6 +39,8 @@ def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swar
         parts += ["--enable", kind]
     if aim:
         parts.append("--aim")
+    if world is not None:
+        parts += ["--world", world]
     if use_swarm:
         parts.append("--swarm")
     return parts
@@ -73,14 +76,16 @@ def reproduce(scenario: Scenario, seed: int) -> str | None:
     no_bugs = bool(set(on_disk.bugs) - set(scenario.bugs))  # a shipped scenario the default campaign ran correct
     extra = list(scenario.bugs) if no_bugs else [slug for slug in scenario.bugs if slug not in on_disk.bugs]
     on_disk = attrs.evolve(on_disk, bugs=scenario.bugs)
-    kinds = _enabled(scenario.name, on_disk.name)
+    size = next((size for size in WORLDS if scenario.name.endswith(f", {size} world")), None)
+    kinds = _enabled(scenario.name.removesuffix(f", {size} world"), on_disk.name)
     shape = on_disk
     for kind in kinds:
         shape = enable(shape, kind)
     for aim, loaded in ((False, shape), (True, aimed(shape))):
-        for use_swarm, ran in ((False, loaded), (True, swarm(loaded, seed))):
+        sized = loaded if size is None else world(loaded, size)
+        for use_swarm, ran in ((False, sized), (True, swarm(sized, seed))):
             if ran == scenario:
-                return command(seed, name, extra, use_swarm, model, no_bugs, aim, kinds)
+                return command(seed, name, extra, use_swarm, model, no_bugs, aim, kinds, size)
     return None
 
 

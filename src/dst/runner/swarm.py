@@ -1,4 +1,4 @@
-"""The variations of a scenario a campaign runs: swarm testing, aimed faults, and fault kinds turned on.
+"""The variations of a scenario a campaign runs: swarm testing, aimed faults, fault kinds turned on, small worlds.
 
 Swarm testing: each seed also picks which faults are on and how often.
 
@@ -103,3 +103,31 @@ def enable(scenario: Scenario, kind: str) -> Scenario:
                                                  - slack_of(scenario)))
     rate = attrs.evolve(dict(scenario.faults.kinds())[kind], rate=ENABLE_RATE, duration=fault.duration)
     return attrs.evolve(scenario, name=name, faults=attrs.evolve(scenario.faults, **{kind: rate}))
+
+
+# A world smaller than the scenario's (``dst run --world SIZE``): at most so many clients and jobs, and an active
+# phase at most so long. The findings of real services are told in 1-4 steps by one or two clients, and a small
+# world's seed costs a tenth of a full one's: a campaign on a model of the user's starts with them.
+WORLDS: dict[str, tuple[int, int, int]] = {"small": (2, 3, 150_000), "medium": (3, 4, 300_000)}  # clients, jobs, ms
+
+
+def world(scenario: Scenario, size: str) -> Scenario:
+    """``scenario`` in a world of ``size`` (one of :data:`WORLDS`), named so (``default, small world``): its
+    clients, jobs, run submissions and active phase cut down, its faults and every other key as they were. A
+    scripted scenario, or one no smaller in that world, is returned as it is."""
+    if size not in WORLDS:
+        raise ValueError(f"expected a world size ({', '.join(WORLDS)}), got {size!r}")
+    clients, jobs, longest = WORLDS[size]
+    load, runs, run = scenario.workload, scenario.runs, scenario.run
+    clients = min(clients, load.clients)
+    step = run.granularity
+    duration = max(step, longest // step * step)
+    share = min(1.0, duration / run.duration)  # of the run submissions spread over the active phase
+    smaller = attrs.evolve(
+        scenario, name=f"{scenario.name}, {size} world",
+        workload=attrs.evolve(load, clients=clients, jobs=min(jobs, load.jobs)),
+        runs=attrs.evolve(runs, workers=min(runs.workers, clients),
+                          submissions=min(runs.submissions, max(1, round(runs.submissions * share)))),
+        run=attrs.evolve(run, duration=min(duration, run.duration)))
+    same = (smaller.workload, smaller.runs, smaller.run) == (load, runs, run)
+    return scenario if scenario.steps is not None or same else smaller

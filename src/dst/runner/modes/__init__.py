@@ -32,6 +32,9 @@ class Mode(Protocol):
 
     #: One word, for messages ("an asyncio system ...").
     kind: str
+    #: Whether its systems are real services, whose seeds cost a hundred times the seam's: a default campaign
+    #: starts them in small worlds (:mod:`dst.explore.steer`).
+    real_service: bool
     #: The first thing the model did that a simulated run refuses, if the model swallowed the refusal and went on
     #: (time, trace index, line); a mode whose refusals end the run at once keeps None.
     refusal: tuple[int, int, str] | None

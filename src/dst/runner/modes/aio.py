@@ -40,6 +40,7 @@ def _observing(runs: RunObserver, hooks: HostHooks) -> Callable[[], None]:
 
 class AioMode:
     kind = "asyncio"
+    real_service = True
     refusal: tuple[int, int, str] | None = None  # a refusal ends the run at once (the loop raises it on return)
 
     def __init__(self, system: System, world: World, scenario: Scenario, seed: int) -> None:

@@ -19,6 +19,7 @@ from . import Job
 
 class CoroutineMode:
     kind = "coroutine-seam"
+    real_service = False
     refusal: tuple[int, int, str] | None = None  # the sandbox's first refusal: time, trace index, line
 
     def __init__(self, system: System, world: World, scenario: Scenario, seed: int) -> None:
