@@ -21,8 +21,8 @@ from dst.reference.protocol import Acquire, Done
 SETTLE_MS = 1_000_000_000  # an eventually judged at the end of the quiet period
 
 
-def _reference(strict: bool = False, within: int = SETTLE_MS, bad_id: object = None,
-               swallow: bool = False) -> sut.Model[Any]:
+def _reference(strict: bool = False, within: int = SETTLE_MS, bad_id: object = None, swallow: bool = False,
+               settles: bool = True, renewals_fail: bool = True) -> sut.Model[Any]:
     def build(env: sut.Env[Any]) -> sut.System:
         system = reference.build(env)
         inner, store = system.job, system.leases
@@ -46,6 +46,10 @@ def _reference(strict: bool = False, within: int = SETTLE_MS, bad_id: object = N
                                                        "write not accepted"), {"outcome": outcome})
             dst.eventually("slots-free-after-a-job", lambda: all(store.count(limit) == 0 for limit in env.limits),
                            within_ms=within)
+            if not settles:
+                dst.eventually("nothing-ever-settles", lambda: False, within_ms=SETTLE_MS)
+            if not renewals_fail and outcome == "renewal failed":
+                dst.unreachable("renewal-failed", {"client": client})
             return outcome
 
         return attrs.evolve(system, job=job)
@@ -59,6 +63,8 @@ hasty = _reference(within=5_000)
 empty_id = _reference(bad_id="")
 number_id = _reference(bad_id=7)
 swallowed_id = _reference(bad_id="", swallow=True)
+never_settles = _reference(settles=False)
+no_renewal_failures = _reference(renewals_fail=False)
 
 
 def _aio(fails: bool) -> sut.Model[object]:
@@ -79,11 +85,13 @@ def _aio(fails: bool) -> sut.Model[object]:
         async def job(client: str, incarnation: int, order: sut.Order) -> str:
             dst.reachable("aio-job-ran")
             dst.sometimes("c3-asked", client == "c3")
-            response = await aio.call(Acquire("db", 1, client), timeout=5_000)
             dst.eventually("served-them-all", lambda: len(served) >= 2, within_ms=1_000)
-            if response is None:
+            try:
+                response = await aio.call(Acquire("db", 1, client), timeout=5_000)
+            except TimeoutError:
                 dst.unreachable("no-answer", {"client": client})
-            return str(response.what) if response is not None else "no answer"
+                return "no answer"
+            return str(response.what)
 
         return aio.System(server=server, job=job)
 

@@ -222,7 +222,13 @@ def summary(counts: Mapping[str, Mapping[str, int]]) -> str:
 def catalogue(impl: str) -> tuple[str, ...]:
     """The assertions the model named ``impl`` names in its source with a literal id (``dst.sometimes("x", ...)``,
     or ``sometimes("x", ...)`` imported from dst): those in its module's file, or in every file of its package's
-    folder. Read, not run; an id made at run time is known once a run meets it. The model is imported already."""
+    folder. Read, not run; an id made at run time is known once a run meets it."""
+    from ..models import ModelError, resolve
+
+    try:
+        resolve(impl)  # imported already wherever a run or a campaign asks (a report's reader never does)
+    except ModelError:
+        return ()
     module = sys.modules.get(impl.split(":", 1)[0])
     if module is None:
         return ()
