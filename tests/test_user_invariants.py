@@ -344,3 +344,25 @@ def test_every_false_always_is_reported_and_every_reported_one_was_false(plan: t
     assert (name in found) == (false > 0) or result.outcome == "model-error"
     jobs_not_done = sum(n for outcome, n in result.jobs.items() if outcome != "done")
     assert false <= jobs_not_done
+
+
+# --- docs/invariants.md -------------------------------------------------------------------------------
+
+def test_the_example_of_the_docs_runs_and_prints_what_the_page_shows(here: Path, capsys):
+    page = (ROOT / "docs" / "invariants.md").read_text()
+    block = re.search(r"<!-- adapter: my_checks.py -->\n```python\n(.*?)```", page, re.S)
+    console = re.search(r"<!-- invariants: console -->\n```console\n(.*?)```", page, re.S)
+    assert block is not None and console is not None
+    (here / "my_checks.py").write_text(block.group(1))
+    shown: dict[str, list[str]] = {}
+    for line in console.group(1).splitlines():
+        if line.startswith("$ "):
+            shown[line] = []
+        else:
+            shown[list(shown)[-1]].append(line)
+    for command, lines in shown.items():
+        main(command.split()[3:])  # after "$ PYTHONPATH=. dst"
+        out = " ".join(capsys.readouterr().out.split())
+        for line in lines:
+            said = " ".join(line.split(" ...")[0].split())
+            assert said in out, (command, said)
