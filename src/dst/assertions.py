@@ -17,7 +17,7 @@ import warnings
 from typing import Callable, Mapping
 
 from .errors import ContractError
-from .invariants.user import ALWAYS, REACHABLE, SOMETIMES, UNREACHABLE, Book, checked_id, details_text
+from .invariants.user import ALWAYS, REACHABLE, SOMETIMES, UNREACHABLE, Book, checked_id
 from .text import shorten
 
 __all__ = ["always", "sometimes", "reachable", "unreachable", "eventually"]
@@ -25,11 +25,25 @@ __all__ = ["always", "sometimes", "reachable", "unreachable", "eventually"]
 book: Book | None = None  # the book of the run under way in this process (dst.runner sets it), if any
 
 
+_valid: set[str] = set()  # ids checked already: a hot assertion checks its id once
+
+
 def _id(function: str, id: object) -> str:
+    if id.__class__ is str and id in _valid:
+        return id
     try:
-        return checked_id(function, id)
+        checked = checked_id(function, id)
     except ContractError as e:
         raise e if book is None else book.bad(e) from None
+    _valid.add(checked)
+    return checked
+
+
+def _details(function: str, details: object) -> Mapping[str, object] | None:
+    if details is None or details.__class__ is dict or isinstance(details, Mapping):
+        return details
+    error = ContractError(f"dst.{function}(): details must be a mapping (or None), got {shorten(details)}")
+    raise error if book is None else book.bad(error)
 
 
 def _outside(function: str, id: str, said: str) -> None:
@@ -40,13 +54,9 @@ def _outside(function: str, id: str, said: str) -> None:
 def always(id: str, condition: bool, details: Mapping[str, object] | None = None) -> None:
     """``condition`` holds every time this is called: a run in which it is false violates ``always:<id>``
     (``details``, a few named values, go in the violation's message)."""
-    id = _id("always", id)
-    try:
-        text = details_text("always", details)
-    except ContractError as e:
-        raise e if book is None else book.bad(e) from None
+    id, details = _id("always", id), _details("always", details)
     if book is not None:
-        book.check(ALWAYS, id, bool(condition), text)
+        book.check(ALWAYS, id, bool(condition), details)
     elif not condition:
         _outside("always", id, "was false")
 
@@ -56,25 +66,21 @@ def sometimes(id: str, condition: bool) -> None:
     campaign in which it never held name ``sometimes:<id>`` as never true (what they did not exercise)."""
     id = _id("sometimes", id)
     if book is not None:
-        book.check(SOMETIMES, id, bool(condition), "")
+        book.check(SOMETIMES, id, bool(condition), None)
 
 
 def reachable(id: str) -> None:
     """This line is reached at least once in a campaign: one that never reaches it names ``reachable:<id>``."""
     id = _id("reachable", id)
     if book is not None:
-        book.check(REACHABLE, id, True, "")
+        book.check(REACHABLE, id, True, None)
 
 
 def unreachable(id: str, details: Mapping[str, object] | None = None) -> None:
     """This line is never reached: a run that reaches it violates ``unreachable:<id>``."""
-    id = _id("unreachable", id)
-    try:
-        text = details_text("unreachable", details)
-    except ContractError as e:
-        raise e if book is None else book.bad(e) from None
+    id, details = _id("unreachable", id), _details("unreachable", details)
     if book is not None:
-        book.check(UNREACHABLE, id, True, text)
+        book.check(UNREACHABLE, id, True, details)
     else:
         _outside("unreachable", id, "was reached")
 

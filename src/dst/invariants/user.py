@@ -74,12 +74,10 @@ def checked_id(function: str, id: object) -> str:
     return id
 
 
-def details_text(function: str, details: Mapping[str, object] | None) -> str:
+def details_text(details: Mapping[str, object] | None) -> str:
     """``holders=2, limit='db'``: the details of a violation, in the order given."""
-    if details is None:
+    if not details:
         return ""
-    if not isinstance(details, Mapping):
-        raise ContractError(f"dst.{function}(): details must be a mapping (or None), got {shorten(details)}")
     return ", ".join(f"{one_line(str(k), 40)}={shorten(v)}" for k, v in details.items())
 
 
@@ -117,16 +115,23 @@ class Book:
             self.violated.add(assertion)
             self.recorder(assertion, message)
 
-    def check(self, kind: str, id: str, condition: bool, details: str) -> None:
+    def check(self, kind: str, id: str, condition: bool, details: Mapping[str, object] | None) -> None:
         """An ``always``, ``sometimes``, ``reachable`` or ``unreachable`` met now (the last two always true)."""
         if self.over:
             return
-        assertion = name(kind, id)
+        assertion = f"{kind}:{id}"
+        counts = self.counts.get(assertion)
+        if counts is None:
+            counts = self.counts[assertion] = [0, 0, 0]
+        counts[0] += 1
         bad = not condition if kind == ALWAYS else kind == UNREACHABLE
-        self._count(assertion, 0 if bad or not condition else 1, 1 if bad or not condition else 0)
+        if bad or not condition:
+            counts[2] += 1
+        else:
+            counts[1] += 1
         if bad:
-            said = "false" if kind == ALWAYS else "reached"
-            self._fail(assertion, f"{said} in {self.who()}" + (f": {details}" if details else ""))
+            said, text = "false" if kind == ALWAYS else "reached", details_text(details)
+            self._fail(assertion, f"{said} in {self.who()}" + (f": {text}" if text else ""))
 
     def eventually(self, id: str, condition: Callable[[], object], within: int) -> None:
         """An ``eventually`` asked now: ``condition()`` is called once ``within`` ms have passed (and at the end of
