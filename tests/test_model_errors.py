@@ -222,7 +222,7 @@ def test_a_finding_may_expect_a_model_error_but_not_another_unknown_invariant(mo
     text = path.read_text()
     path.write_text(text.replace(f'invariant = "{MODEL_ERROR}"', 'invariant = "no-such-invariant"'))
     assert main(["replay", str(path)]) == EXIT_USAGE
-    assert "finding.invariant: expected one of the scenario's invariants or 'model-error'" in capsys.readouterr().err
+    assert "finding.invariant: expected one of the scenario's invariants, 'model-error' or a user's assertion" in capsys.readouterr().err
 
 
 def _guest_spins(seconds: float) -> None:

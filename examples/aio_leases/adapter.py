@@ -23,6 +23,7 @@ from typing import Any, Hashable, Iterable
 
 import attrs
 
+import dst
 from dst import aio, sut
 
 from .service import LeaseClient, Settings, create_app
@@ -121,12 +122,16 @@ def build(env: sut.Env[Options]) -> aio.System:
         async with aio.http() as http:
             leases = LeaseClient(http, client, ttl=settings.ttl, timeout=o.call_timeout / 1000,
                                  retries=env.workload.retries, bugs=frozenset(env.bugs) & CLIENT_BUGS)
+            loop = asyncio.get_running_loop()
+            asked = loop.time()
             lease = await leases.acquire(limit, slots, patience=env.workload.acquire_patience / 1000)
+            # Coverage goals (dst.sometimes): a campaign in which no holder ever waits behind another, or no release
+            # goes unconfirmed, never put the limit or a repeated release to the test; it says so.
+            dst.sometimes("waited-for-a-slot", loop.time() - asked >= settings.retry_after)
             if lease is None:
                 return "gave up acquiring"
             await aio.moment("granted")
             renewing = asyncio.create_task(leases.keep_renewing(lease))
-            loop = asyncio.get_running_loop()
             outcome, left = "done", work
             while left > 0:
                 if not await leases.still_held(lease):
@@ -137,6 +142,7 @@ def build(env: sut.Env[Options]) -> aio.System:
             renewing.cancel()
             await aio.moment("before-release")
             released = await leases.release(lease)
+            dst.sometimes("release-unconfirmed", not released)
             return outcome if released or outcome != "done" else "release not confirmed"
 
     def close() -> None:

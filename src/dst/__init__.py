@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 # (what mypy --strict takes for an export). tests/test_public_api.py holds them, and docs/api.md's table, to _PUBLIC.
 if TYPE_CHECKING:
     from . import strategies as strategies
+    from .assertions import (always as always, eventually as eventually, reachable as reachable,
+                             sometimes as sometimes, unreachable as unreachable)
     from .explore.fuzz import FuzzResult as FuzzResult, Group as Group, Outcome as Outcome, fuzz as fuzz
     from .findings.make import save_finding as save_finding
     from .explore.shrink import Shrunk as Shrunk, shrink as shrink
@@ -73,6 +75,11 @@ _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (mo
     "Env": "dst.sut",
     "Model": "dst.sut",
     "System": "dst.sut",
+    "always": "dst.assertions",
+    "sometimes": "dst.assertions",
+    "reachable": "dst.assertions",
+    "unreachable": "dst.assertions",
+    "eventually": "dst.assertions",
 }
 
 # Out of type checkers' sight: an __all__ they cannot evaluate exports nothing to them (mypy: a star import of dst

@@ -88,7 +88,7 @@ def _selftest_findings(args: argparse.Namespace, found: list[Any], console: Any,
     from ..explore.record import record
     from ..explore.selftest import smallest_finding
     from ..findings import signature
-    from ..invariants import shape
+    from ..invariants import signed
     from ..present.terminal import plain
 
     recorded = {}
@@ -100,7 +100,7 @@ def _selftest_findings(args: argparse.Namespace, found: list[Any], console: Any,
         first = Outcome(row.first_seed, 0, row.hit, row.message)
         shrunk = smallest_finding(row.slug, first, impl=args.model, candidates=args.shrink_candidates, **options)
         origin = {"scenario": shrunk.scenario.source, "seed": shrunk.seed, "swarm": args.swarm,
-                  "signature": signature(args.model, (row.slug,), row.hit, shape(row.message or ""))}
+                  "signature": signature(args.model, (row.slug,), row.hit, signed(row.hit or "", row.message or ""))}
         r = record(shrunk, Path(args.findings), origin)
         recorded[row.slug] = {"path": str(r.path), "new": r.written, "steps_before": shrunk.steps_before,
                               "steps_after": shrunk.steps_after, "minimizer_runs": shrunk.runs,

@@ -22,6 +22,7 @@ import attrs
 
 from ..faults import FAULTS
 from ..invariants import INVARIANT_IDS, INVARIANTS
+from ..invariants.user import counted, never_met
 from ..sut import Situation
 
 
@@ -34,21 +35,34 @@ class Coverage:
     runs: Counter[str] = attrs.Factory(Counter)  # situation -> runs it came up in
     cases: Counter[str] = attrs.Factory(Counter)  # invariant -> cases it met
     enabled: Counter[str] = attrs.Factory(Counter)  # fault kind -> runs whose scenario turned it on
+    # The user's own assertions: name -> [times checked, true, false], and the runs that met each.
+    assertions: dict[str, list[int]] = attrs.Factory(dict)
+    assertion_runs: Counter[str] = attrs.Factory(Counter)
 
     def add(self, fired: tuple[tuple[str, int], ...], reached: tuple[tuple[str, int], ...],
-            cases: tuple[tuple[str, int], ...], enabled: tuple[str, ...] = ()) -> None:
+            cases: tuple[tuple[str, int], ...], enabled: tuple[str, ...] = (),
+            assertions: tuple[tuple[str, int, int, int], ...] = ()) -> None:
         self.enabled.update(enabled)
+        for name, *counts in assertions:
+            total = self.assertions.setdefault(name, [0, 0, 0])
+            for i, n in enumerate(counts):
+                total[i] += n
+            self.assertion_runs[name] += 1
         self.faults.update(dict(fired))
         self.reached.update(dict(reached))
         self.runs.update(name for name, _ in reached)
         self.cases.update(dict(cases))
 
-    def report(self, situations: tuple[Situation, ...], checked: set[str]) -> dict[str, Any]:
+    def report(self, situations: tuple[Situation, ...], checked: set[str],
+               catalogued: tuple[str, ...] = ()) -> dict[str, Any]:
         """The JSON of it: every situation that tests an invariant the campaign checked, and every such
-        invariant, zeros included (a zero is the news)."""
+        invariant, zeros included (a zero is the news); and every assertion of the user's that a run met or the
+        model's source names (``catalogued``), if there is one."""
         parts = {part for unit in INVARIANTS if unit.id in checked and len(unit.parts) == 1 for part in unit.parts}
         relevant = [s for s in situations if set(s.tests) & checked and (not s.parts or s.parts & parts)]
-        return {
+        mine = counted({name: (c[0], c[1], c[2]) for name, c in self.assertions.items()}, catalogued,
+                       self.assertion_runs)
+        out: dict[str, Any] = {
             "faults": dict(sorted(self.faults.items())),
             "situations": {s.id: {"reached": self.reached[s.id], "runs": self.runs[s.id], "statement": s.statement,
                                   "never": s.never or f"{s.id} never came up", "tests": sorted(s.tests)}
@@ -56,6 +70,9 @@ class Coverage:
             "invariants": {i: self.cases[i] for i in INVARIANT_IDS if i in checked},
             "enabled": {kind.name: self.enabled[kind.name] for kind in FAULTS},
         }
+        if mine:  # a model with none has none in its report: its report is as it was
+            out["assertions"] = mine
+        return out
 
 
 def never_reached(coverage: dict[str, Any], violated: Iterable[str] = ()) -> list[str]:
@@ -70,7 +87,7 @@ def never_reached(coverage: dict[str, Any], violated: Iterable[str] = ()) -> lis
         untested = [i for i in counts.get("tests", ()) if i in checked]
         if untested:
             lines.append(f"{counts['never']}: {', '.join(untested)} never tested against it")
-    return lines
+    return lines + never_met(coverage.get("assertions", {}))
 
 
 def never_enabled(coverage: dict[str, Any]) -> list[str]:

@@ -9,7 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import attrs
 
@@ -34,11 +34,18 @@ class Divergence:
     second_event: Event | None  # the second run's (None: its trace had ended)
     hint: str = ""  # what commonly makes a run part so
     failure: str | None = None  # the second run could not be made: the last line it said (or its exit code)
+    # The traces agree, but the user's assertions counted otherwise (dst.always & co.): the first that differs.
+    assertion: tuple[str, Any, Any] | None = None
 
     def line(self) -> str:
         """One line, as ``dst run --check-determinism`` says it."""
         if self.failure is not None:
             return f"the second run failed: {self.failure}"
+        if self.assertion is not None:
+            name, mine, theirs = self.assertion
+            return (f"{self.second} gives the same trace, but the assertion {name} counted otherwise: first run "
+                    f"{_counts(mine)} | {self.second} {_counts(theirs)} (a condition that reads what the seed does "
+                    f"not decide: the order of a set, a hash(), the real clock)")
         if self.index is None:
             return "the trace digests differ but the traces are equal"
         hint = f" ({self.hint})" if self.hint else ""
@@ -74,7 +81,7 @@ def _replay_here(scenario: Scenario, seed: int, first: RunResult) -> Divergence 
     as a divergence here."""
     again = run(scenario, seed)
     if digest(again.raw_trace) == digest(first.raw_trace):
-        return None
+        return _assertions(HERE, first.assertion_counts(), again.assertion_counts())
     return _divergence(HERE, list(first.trace), list(again.trace), _KEPT)
 
 
@@ -87,10 +94,25 @@ def _replay_elsewhere(command: Sequence[str], seed: int, first: RunResult) -> Di
     if done.returncode not in _RAN:
         lines = done.stderr.strip().splitlines()
         return Divergence(ELSEWHERE, None, None, None, failure=lines[-1] if lines else str(done.returncode))
-    other = [tuple(e) for e in json.loads(done.stdout)["trace"]]
+    said = json.loads(done.stdout)
+    other = [tuple(e) for e in said["trace"]]
     if other == list(first.trace):
-        return None
+        return _assertions(ELSEWHERE, first.assertion_counts(), said.get("assertions", {}))
     return _divergence(ELSEWHERE, list(first.trace), other)
+
+
+def _assertions(second: str, mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> Divergence | None:
+    """Runs with the same trace whose assertions (dst.always & co.) counted otherwise: the first that differs."""
+    for name in sorted({*mine, *theirs}):
+        if mine.get(name) != theirs.get(name):
+            return Divergence(second, None, None, None, assertion=(name, mine.get(name), theirs.get(name)))
+    return None
+
+
+def _counts(counts: Any) -> str:
+    if not isinstance(counts, dict):
+        return "never met"
+    return ", ".join(f"{key} {value}" for key, value in counts.items())
 
 
 def _divergence(second: str, mine: list[Event], theirs: list[Event], hint: str = "") -> Divergence:

@@ -18,8 +18,9 @@ from typing import Any, Callable, Generator, Iterable, Iterator, Sequence
 import attrs
 
 from ..errors import MODEL_ERROR
-from ..invariants import shape
+from ..invariants import signed
 from ..invariants.situations import catalogue
+from ..invariants.user import catalogue as assertions_in
 from ..runner import Cut, RunResult, on_model, run
 from ..scenario import Scenario
 from ..sim.trace import format_time
@@ -54,6 +55,8 @@ class Outcome:
     consequences: tuple[tuple[str, int, str], ...] = ()
     arm: int = 0  # which of the campaign's scenarios it ran (an index into them)
     enabled: tuple[str, ...] = ()  # the fault kinds its scenario (its swarm's, in a swarm) turned on
+    # The user's own assertions it met (dst.always & co.): (name, times checked, true, false).
+    assertions: tuple[tuple[str, int, int, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -64,7 +67,7 @@ class Outcome:
     def signature(self) -> str | None:
         """What the violation has in common with others of its kind: the invariant and the message's shape
         (its names and numbers taken out). None for a run that violated nothing."""
-        return None if self.invariant is None else f"{self.invariant}: {shape(self.message or '')}"
+        return None if self.invariant is None else f"{self.invariant}: {signed(self.invariant, self.message or '')}"
 
 
 @attrs.frozen
@@ -106,7 +109,7 @@ def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | N
                    checked=result.invariants, fired=tuple(result.fired.items()),
                    reached=tuple(result.situations.items()), cases=tuple(result.cases.items()),
                    consequences=tuple((c.invariant, c.time, c.message) for c in result.consequences), arm=arm,
-                   enabled=enabled_kinds(ran))
+                   enabled=enabled_kinds(ran), assertions=tuple((n, *c) for n, c in result.assertions.items()))
 
 
 _OVERDUE = 3.0  # seconds past the deadline a campaign waits for the seeds in flight before it ends their workers
@@ -311,7 +314,7 @@ class Tally:
         self.arms[outcome.arm] += 1
         self.events += outcome.events
         self.checked.update(outcome.checked)
-        self.coverage.add(outcome.fired, outcome.reached, outcome.cases, outcome.enabled)
+        self.coverage.add(outcome.fired, outcome.reached, outcome.cases, outcome.enabled, outcome.assertions)
         self.last_seed = outcome.seed
         if outcome.unjudged is not None:
             kind = outcome.unjudged[0]
@@ -475,7 +478,7 @@ def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stop
         return Group(key, tuple(tallied.seeds), tallied.first, reproduce(ran, tallied.first.seed), scenario=ran)
 
     situations = catalogue(scenarios[0].model.resolve().situations)
-    coverage = tally.coverage.report(situations, tally.checked)
+    coverage = tally.coverage.report(situations, tally.checked, assertions_in(scenarios[0].model.impl))
     if len(scenarios) > 1:  # the seeds each scenario ran, as coverage steered them (by name: shards sum them)
         coverage["scenarios"] = dict(sorted(Counter({scenarios[arm].name: n for arm, n in tally.arms.items()}).items()))
     return FuzzResult(

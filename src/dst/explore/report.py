@@ -109,7 +109,8 @@ def _coverage(v: object) -> bool:
     """The shape :meth:`dst.explore.coverage.Coverage.report` writes (a key it may grow is not checked)."""
     return (isinstance(v, dict) and _object_of(_count)(v.get("faults")) and _object_of(_count)(v.get("invariants"))
             and _object_of(_situation_counts)(v.get("situations"))
-            and ("scenarios" not in v or _object_of(_count)(v["scenarios"])))
+            and ("scenarios" not in v or _object_of(_count)(v["scenarios"]))
+            and ("assertions" not in v or _object_of(_object_of(_count))(v["assertions"])))
 
 
 _Text = Annotated[str, _Holds(_text, "a string")]

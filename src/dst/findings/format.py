@@ -21,6 +21,7 @@ from ..errors import BUILD_RAISED, MODEL_ERROR, UserError
 from ..faults import FAULTS, fault_of
 from ..files import FileError, from_here, read_toml, where
 from ..invariants import BY_ID
+from ..invariants.user import is_user, title as user_title
 from ..models import DEFAULT_IMPL
 from ..scenario import Scenario, ScenarioError, scenario_from_doc, scenario_to_doc
 from ..sim.trace import Event
@@ -84,7 +85,8 @@ def title(finding_invariant: str, message: str, scenario: Scenario, trace: Itera
     """A readable summary of what happened: what broke, and the fault that set it up."""
     unit = BY_ID.get(finding_invariant)
     what = unit.titled(message) if unit is not None else (
-        _model_error_title(message) if finding_invariant == MODEL_ERROR else finding_invariant)
+        _model_error_title(message) if finding_invariant == MODEL_ERROR else
+        user_title(finding_invariant) if is_user(finding_invariant) else finding_invariant)
     faults = [kind for kind in map(fault_of, scenario.steps or ()) if kind is not None]
     seen = {e[2] for e in trace if e[1] in ("net", "server")}  # what the draws did, if the steps do not say
     faults += [kind for kind in FAULTS if kind.pinned and kind.drawn_as in seen]
@@ -193,9 +195,9 @@ def read(path: str | Path, *, model: str | None = None) -> Finding:
     invariant = need("invariant", str, "an invariant id")
     if not scenario.steps and invariant != MODEL_ERROR:  # a model whose build raises needs no step
         raise FindingError(f"{at}: steps: expected the finding's steps (at least one)")
-    if invariant not in scenario.invariants and invariant != MODEL_ERROR:
-        raise FindingError(f"{at}: finding.invariant: expected one of the scenario's invariants or "
-                           f"{MODEL_ERROR!r}, "
+    if invariant not in scenario.invariants and invariant != MODEL_ERROR and not is_user(invariant):
+        raise FindingError(f"{at}: finding.invariant: expected one of the scenario's invariants, "
+                           f"{MODEL_ERROR!r} or a user's assertion ('always:<its id>'), "
                            f"got {shorten(invariant)}")
     origin, minimizer = meta.get("origin", {}), meta.get("minimizer", {})
     consequences = _consequences(meta["consequences"], scenario, at) if "consequences" in meta else None
@@ -222,9 +224,10 @@ def _consequences(rows: Any, scenario: Scenario, at: str) -> tuple[Consequence, 
             raise FindingError(f"{at}: {key}: expected a table such as {{ invariant = '<its id>', time = '1.2s', "
                                f"message = '<its message>' }}, got {shorten(row)}")
         invariant, time, message = row.get("invariant"), row.get("time"), row.get("message")
-        if invariant not in scenario.invariants and invariant != MODEL_ERROR:
-            raise FindingError(f"{at}: {key}.invariant: expected one of the scenario's invariants or "
-                               f"{MODEL_ERROR!r}, got {shorten(invariant)}")
+        if not isinstance(invariant, str) or invariant not in scenario.invariants and invariant != MODEL_ERROR \
+                and not is_user(invariant):
+            raise FindingError(f"{at}: {key}.invariant: expected one of the scenario's invariants, "
+                               f"{MODEL_ERROR!r} or a user's assertion ('always:<its id>'), got {shorten(invariant)}")
         if not isinstance(time, str):
             raise FindingError(f"{at}: {key}.time: expected a time such as '44.637s', got {shorten(time)}")
         try:

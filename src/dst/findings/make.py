@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from ..invariants import shape
+from ..invariants import signed
 from ..runner import RunResult, run
 from ..scenario import scripted
 from .folder import write
@@ -25,7 +25,7 @@ def finding_of(result: RunResult, origin: dict[str, Any], minimizer: dict[str, A
     led = result.decided_trace  # what the digest covers: the trace up to the outcome
     return Finding(
         scenario=scenario, seed=result.seed, invariant=v.invariant, message=v.message, time=v.time,
-        signature=signature(scenario.model.impl, scenario.bugs, v.invariant, shape(v.message)), digest=result.digest,
+        signature=signature(scenario.model.impl, scenario.bugs, v.invariant, signed(v.invariant, v.message)), digest=result.digest,
         fingerprints=fingerprints(led), title=title(v.invariant, v.message, scenario, led),
         origin=origin, minimizer=minimizer or {},
         consequences=tuple(Consequence(c.invariant, c.time, c.message) for c in result.consequences),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import leases  # noqa: F401, I001
 from . import runs  # noqa: F401
 from . import fencing  # noqa: F401
-from .base import CAUSE, INVARIANTS, SYMPTOM, Invariant, cause_of, invariant, shape
+from .base import CAUSE, INVARIANTS, SYMPTOM, Invariant, cause_of, invariant, shape, signed
 from .books import HOOKS, ServerWatch, Violation
 from .ghost import Ghost
 from .situations import SITUATIONS, Situation
@@ -20,4 +20,4 @@ RUN_INVARIANTS: tuple[str, ...] = tuple(unit.id for unit in INVARIANTS if unit.p
 BY_ID: dict[str, type[Invariant]] = {unit.id: unit for unit in INVARIANTS}
 
 __all__ = ["BY_ID", "CAUSE", "HOOKS", "INVARIANTS", "INVARIANT_IDS", "RUN_INVARIANTS", "SYMPTOM", "Ghost", "Invariant",
-           "ServerWatch", "SITUATIONS", "Situation", "Violation", "cause_of", "invariant", "shape"]
+           "ServerWatch", "SITUATIONS", "Situation", "Violation", "cause_of", "invariant", "shape", "signed"]

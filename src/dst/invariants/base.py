@@ -14,6 +14,7 @@ import re
 from typing import Any, ClassVar, Sequence
 
 from .books import HOOKS, Books
+from .user import broke, is_user
 
 
 class Unit:
@@ -104,3 +105,9 @@ def shape(message: str) -> str:
     # A list of like items is one shape however long it is (owners: L#(c#)=#, L#(c#)=#, ...): two holders over
     # the limit or three are the same bug.
     return re.sub(r"(?<![^\s:;(])([^\s,;]+)(?:, \1)+(?![^\s,;)])", r"\1, ...", message)
+
+
+def signed(invariant: str, message: str) -> str:
+    """What a violation's signature keeps of it: the shape of its message; for the user's own assertion, what broke
+    alone (its name says which): its details never split a campaign's findings of it."""
+    return broke(invariant) if is_user(invariant) else shape(message)

@@ -66,6 +66,13 @@ def render_run(console: Console, scenario: Scenario, result: RunResult, wall_sec
     table.add_row("faults", plain(_counts(result.faults)))
     table.add_row("jobs ended", plain(_counts(result.jobs)))
     table.add_row("invariants", plain(f"{', '.join(result.invariants)} ({result.checks:,} checks)"))
+    mine = result.assertion_counts()
+    if mine:
+        from ..invariants.user import never_met, summary
+
+        table.add_row("assertions", plain(summary(mine)))
+        for line in never_met(mine):
+            table.add_row("never met", plain((line, "yellow")))
     if result.unjudged is not None:
         table.add_row("result", plain((f"no violation, but {result.unjudged.kind}: {result.unjudged.why}",
                                        "bold yellow")))
@@ -230,6 +237,10 @@ def _coverage_rows(grid: Table, coverage: dict[str, Any], broken: set[str]) -> N
     grid.add_row("reached", plain(", ".join(reached) or "no risky situation"))
     for line in never_reached(coverage, broken):
         grid.add_row("never reached", plain((line, "yellow")))
+    if coverage.get("assertions"):
+        from ..invariants.user import summary
+
+        grid.add_row("assertions", plain(summary(coverage["assertions"])))
     cases = coverage.get("invariants", {})
     met = [f"{name} {n:,}" for name, n in cases.items() if n]
     grid.add_row("cases met", plain(", ".join(met) or "none"))

@@ -25,8 +25,9 @@ class Phases:
     that serve the runs stream (their last answer from the server bounds when they served it)."""
 
     def __init__(self, world: World, scenario: Scenario, active_until: int, go: Callable[[int], None],
-                 workers: list[str]) -> None:
+                 workers: list[str], judge: Callable[[], None] = lambda: None) -> None:
         self.world = world
+        self.judge = judge  # what else is judged after the quiet period of a drained run (the user's eventually)
         self.run = scenario.run
         self.active_until = active_until
         self.go = go
@@ -58,6 +59,7 @@ class Phases:
                                          f"(a longer drain_limit, or shorter server faults)")
         world.ghost.quiet_period_over(self.served_until(), frozenset(busy))
         if not busy:
+            self.judge()
             return None
         shown = ", ".join(busy[:5]) + (f" and {len(busy) - 5} more" if len(busy) > 5 else "")
         return Unjudged("undrained", f"{shown} still busy when run.drain_limit "

@@ -12,6 +12,7 @@ from ..causal import causal_slice
 from ..errors import MODEL_ERROR
 from ..faults import BY_NAME, befell
 from ..invariants import cause_of
+from ..invariants.user import catalogue, counted, never_met
 from ..plan import Step, make_step
 from ..scenario import Scenario
 from ..sut import SERVER
@@ -94,6 +95,19 @@ class RunResult:
     # The clients' protected work (dst.sut.work, dst.aio.work): (client, the lease or run it worked under, start,
     # end), for the page.
     work: tuple[tuple[str, str, int, int], ...] = ()
+    # The user's own assertions the run met (dst.always & co.): name (``always:my-id``) -> (times checked or
+    # reached, times true, times false).
+    assertions: dict[str, tuple[int, int, int]] = attrs.Factory(dict)
+
+    def assertion_counts(self) -> dict[str, dict[str, int]]:
+        """Each of the user's assertions (``dst.always`` & co.) the run met or the model's source names, with its
+        counts: ``checked`` (times checked, reached or asked), ``true``, ``false``."""
+        return counted(self.assertions, catalogue(self.model))
+
+    def never_met(self) -> list[str]:
+        """A line per assertion of the user's the run never met as it exists to be met: a ``sometimes`` never true,
+        a ``reachable`` never reached, an ``always`` or ``eventually`` never checked."""
+        return never_met(self.assertion_counts())
 
     def events_with_logs(self) -> list[tuple[int, str, str, str]]:
         """The formatted trace with each log line in its place, as an event ``log`` of the process that logged it."""
@@ -195,6 +209,9 @@ class RunResult:
             "cases": self.cases,
             "violation": None,
         }
+        mine = self.assertion_counts()
+        if mine:  # a model with none has none in its summary
+            out["assertions"] = mine
         if self.violation is not None:
             v = self.violation
             out["violation"] = {"invariant": v.invariant, "time_ms": v.time, "step": v.step, "message": v.message,

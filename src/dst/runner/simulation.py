@@ -21,11 +21,13 @@ from typing import Any, Callable, cast
 
 import attrs
 
+from .. import assertions
 from ..errors import MODEL_ERROR, ModelFault, Stalled
 from ..faults import fault_of, is_pinned
 from ..frames import described, raised_in
 from ..invariants import BY_ID
 from ..invariants.situations import cases_met, catalogue
+from ..invariants.user import Book
 from ..models import ModelError
 from ..plan import Step, is_client
 from ..scenario import Scenario
@@ -85,6 +87,7 @@ class Simulation:
         self.opened: int | None = None  # the trace's length where the first violation opened the consequence window
         self.error: ViolationReport | None = None  # the model's error that ended the run
         self.window = 0  # ms: how long the run goes on after its first violation
+        self.refused: tuple[int, int, str] | None = None  # the first bad call of dst.always & co. (time, trace, line)
         try:
             with SignalsHeld():  # a signal waits, then strikes with the close in place
                 self.system, self.build_error = built(model, env)
@@ -119,6 +122,8 @@ class Simulation:
                                               transition_within=bounds.transition_within + slack))
         world.ghost.recorder = self._violated
         self.window = window_of(bounds, parts, slack)
+        # The user's own assertions (dst.always & co.): noted as dst's own are, where they are found.
+        self.book = Book(world.kernel, mode.who, self._violated, self._refused)
 
         wl = scenario.workload
         names = sorted({f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)},
@@ -131,7 +136,7 @@ class Simulation:
         server, clients = mode.processes(names, job)
         world.add(server, clients, system.resource)
         workers = sorted({s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))})
-        self.phases = Phases(world, scenario, self.active_until, self._go, workers)
+        self.phases = Phases(world, scenario, self.active_until, self._go, workers, self.book.quiet_period_over)
         for step in self.plan:
             fault = fault_of(step)
             if fault is not None and fault.pinned:
@@ -172,10 +177,13 @@ class Simulation:
         gc.disable()
         mode = self.mode
         self.watch = watching(self.kernel, self.deadline, lambda frame: mode.who(), mode.stop())
+        assertions.book = self.book  # dst.always & co., called from the model's code, go to this run's book
         try:
             with self.watch, mode.guarded():  # a model's code that never returns is interrupted
                 return self._run()
         finally:
+            if assertions.book is self.book:
+                assertions.book = None
             self.close()
             if collecting:
                 gc.enable()
@@ -216,6 +224,12 @@ class Simulation:
         self.found.append(report)
         if len(self.found) == 1:
             self.kernel.after(self.window, self._window_over)
+
+    def _refused(self, line: str) -> None:
+        """A bad call of dst.always & co. (an id that is none): the model's error at its moment, even if the
+        model's code swallows the exception it raised."""
+        if self.refused is None:
+            self.refused = (self.kernel.now, len(self.world.trace), line)
 
     def _window_over(self, _: object) -> None:
         raise _WindowOver()
@@ -277,7 +291,7 @@ class Simulation:
         # Where the run stopped before the consequence window was: its first violation, or its end.
         stop = len(world.trace) if self.opened is None else self.opened
         found, errors = self.found, [] if self.error is None else [self.error]
-        swallowed = self.mode.refusal
+        swallowed = min((r for r in (self.mode.refusal, self.refused) if r is not None), default=None)
         stalled = self.watch.stalled
         if stalled is not None and self.error is None:
             swallowed = (self.watch.stalled_at, stop, ": ".join(stalled))  # caught, and went on
@@ -291,6 +305,7 @@ class Simulation:
         for host in world.clients.values():
             jobs.update(host.ended)
         reached = world.ghost.situations_reached()
+        counted = self.book.tally()  # the book takes no more: a dropped task's last words count for nothing
         result = RunResult(
             ran=scenario, seed=self.seed, plan=self.plan, virtual_time=kernel.now,
             events=kernel.events, raw_trace=tuple(world.trace), faults=dict(world.faults), invariants=self.invariants,
@@ -300,7 +315,7 @@ class Simulation:
                             [v.invariant for v in (violation, *consequences) if v is not None]),
             plan_given=self.plan_given, consequences=tuple(consequences),
             decided=stop if violation is None else max(stop, violation.step), periods=world.server.periods,
-            logs=tuple(world.logs), work=world.ghost.worked(kernel.now),
+            logs=tuple(world.logs), work=world.ghost.worked(kernel.now), assertions=counted,
         )
         world.clear()
         return result
