@@ -5,6 +5,7 @@ here and torn down however the tests end."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import pytest
 
 from dst.cli import main
 from dst.explore import cluster as cluster_module
+from dst.explore import record as record_module
 
 CAMPAIGN = ["fuzz", "--scenario", "double-release", "--json", "--no-findings"]
 CLEAN = ["fuzz", "--scenario", "default", "--json", "--no-findings"]  # the correct model: stopped, it exits 130/143
@@ -201,6 +203,8 @@ class _FailingCluster:
 def test_a_cluster_lost_mid_campaign_still_reports_what_ran_and_writes_its_findings(tmp_path, capsys, monkeypatch):
     failing = _FailingCluster(good=3)
     monkeypatch.setattr("dst.cli.campaigns._cluster", lambda args: failing)
+    # The findings are written, minimized or not: what is under test is the report, not the minimizer (a small budget)
+    monkeypatch.setattr("dst.explore.recorder.minimize", functools.partial(record_module.minimize, max_runs=20))
     code = main(["fuzz", "--scenario", "double-release", "--json", "--count", "1000", "--cluster", failing.address,
                  "--findings", str(tmp_path)])
     out, err = capsys.readouterr()
