@@ -356,17 +356,20 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 stubborn = False  # a coroutine that would not close (it awaited in its finally): closed again at GC
-                for task in _pending_tasks(self):
-                    task._log_destroy_pending = False  # type: ignore[attr-defined]
-                    coro = task.get_coro()
-                    for _ in range(_CLOSE_TRIES):  # one that awaits in its cleanup is closed again at that await
-                        try:
-                            coro.close()
+                # A cleanup that schedules (asyncio.shield in an async with's exit) finds this loop running, and what it
+                # schedules is closed in the next round: never left to warn, at exit, that it was never awaited.
+                running = events._get_running_loop()
+                events._set_running_loop(self)
+                closed: set[asyncio.Task[Any]] = set()
+                try:
+                    for _ in range(_CLOSE_TRIES):
+                        dropped = [task for task in _pending_tasks(self) if task not in closed]
+                        if not dropped:
                             break
-                        except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
-                            stubborn = True  # what its cleanup began and dropped is garbage for the full collection
-                            if getattr(coro, "cr_frame", None) is None:
-                                break
+                        closed.update(dropped)
+                        stubborn = any([_close(task) for task in dropped]) or stubborn
+                finally:
+                    events._set_running_loop(running)
                 if collect:
                     # The youngest generation holds what the run made; a coroutine that would not close may be held
                     # by older objects, and is collected with them now, while its last words are silenced.
@@ -487,6 +490,21 @@ class _Done(BaseException):
 
 def _pending_tasks(loop: Loop) -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks(loop) if not t.done()]
+
+
+def _close(task: asyncio.Task[Any]) -> bool:
+    """Close a dropped task's coroutine without a word; whether it would not close (it awaited in its cleanup)."""
+    task._log_destroy_pending = False  # type: ignore[attr-defined]
+    coro, stubborn = task.get_coro(), False
+    for _ in range(_CLOSE_TRIES):  # one that awaits in its cleanup is closed again at that await
+        try:
+            coro.close()
+            break
+        except BaseException:  # noqa: BLE001 - a dead process's last words change nothing
+            stubborn = True  # what its cleanup began and dropped is garbage for the full collection
+            if getattr(coro, "cr_frame", None) is None:
+                break
+    return stubborn
 
 
 __all__ = ["Loop", "Process", "REQUEST"]
