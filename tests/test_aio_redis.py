@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,41 @@ def test_a_pydocket_task_added_by_the_service_runs_in_a_worker_under_simulation(
     result = run(scripted("docket", [step("100ms", "c2", "add"), step("1s", "c1", "work")]), 1)
     assert result.ok and result.jobs["worked"] == 1
     assert [name for _, name in logged("greeted")] == ["c2"]  # type: ignore[misc]
+
+
+RAN: list[tuple[str, float]] = []
+
+
+async def _slow_revoke(lease: str) -> None:
+    RAN.append((lease, asyncio.get_running_loop().time()))
+    await asyncio.sleep(20)
+
+
+async def _add_while_running() -> list[tuple[str, float]]:
+    from docket import Docket, Worker
+
+    RAN.clear()
+    async with Docket(name="revokes", url="redis://redis:6379/0") as docket:
+        docket.register(_slow_revoke)
+        async with Worker(docket, name="w1", minimum_check_interval=timedelta(milliseconds=100),
+                          scheduling_resolution=timedelta(milliseconds=100)) as worker:
+            serving = asyncio.create_task(worker.run_forever())
+            await docket.add(_slow_revoke, key="revoke:L1")("L1")
+            await asyncio.sleep(5)  # it runs now: a scan 5 s later adds it again, under the same key
+            await docket.add(_slow_revoke, key="revoke:L1")("L1")
+            await asyncio.sleep(30)  # it has ended: the next add runs it again
+            await docket.add(_slow_revoke, key="revoke:L1")("L1")
+            await asyncio.sleep(30)
+            serving.cancel()
+    return list(RAN)
+
+
+def test_pydocket_adds_a_keyed_task_that_is_running_as_a_no_op_and_runs_it_again_once_it_ended() -> None:
+    """The rule the Prefect examples' repossessor keeps for its keyed revokes (examples/prefect_limits/server.py):
+    pydocket 0.27.2's schedule.lua answers EXISTS while the key's run is 'running', not only while it is queued."""
+    pytest.importorskip("docket", reason="pydocket is not installed")
+    redis_models.LAST["server"] = stores.redis.Server(name="redis")
+    with stores.installed():
+        ran = dst.aio.run(_add_while_running(), seed=1)
+    assert [lease for lease, _ in ran] == ["L1", "L1"]  # the add while it ran made no second execution
+    assert ran[1][1] - ran[0][1] >= 35  # the second is the add after it ended

@@ -303,8 +303,11 @@ def test_each_pinned_kind_is_drawn_by_the_chance_the_registry_names_and_by_no_ot
     off = {"network": {"loss": 0.0, "duplicate": 0.0, "delay": 0.0}, "model": {"store_slow": 0.0}}
     for kind in (kind for kind in FAULTS if kind.pinned):
         section, key = kind.chance[0].split(".")
-        doc = {name: dict(values) for name, values in off.items()}
+        doc: dict = {name: dict(values) for name, values in off.items()}
         doc[section][key] = 0.3
+        if kind.connection_only:  # a reset, a retrying proxy: an HTTP service's (the reference model speaks RPC)
+            doc["model"]["impl"] = "examples.aio_leases:model"
+            doc["network"]["proxy_timeout"] = ["1ms", "5ms"]  # shorter than a handler: the proxy sends again
         if kind.chance[1]:
             assert kind.chance[1].startswith(f"{section}.")  # its duration's range is a key of the same section
         scenario = parse_scenario(doc, f"<only {kind.name}>")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dst.findings import REPRODUCES, read, replay
 from dst.runner import run
 from dst.scenario import Scenario
 from prefect_targets import assert_replays, findings, from_the_root, needs_prefect, scenario as _scenario
@@ -23,8 +24,20 @@ def scenario(name: str) -> Scenario:
     return _scenario("prefect_deployments", name)
 
 
+# 004's second revoke of one lease needs a repossessor that schedules its revokes unkeyed: Prefect 3.8's. Prefect 3.9
+# keys them by the lease, and pydocket 0.27.2 takes an add of a key whose task is running as a no-op
+# (tests/test_aio_redis.py holds pydocket to that), so on 3.9 the finding does not happen.
+UNKEYED_ONLY = "004"
+
+
 @pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.stem[:3])
 def test_each_finding_replays_to_its_violation_with_its_trace(path: Path) -> None:
+    from examples.prefect_limits.server import KEYED
+
+    if path.stem.startswith(UNKEYED_ONLY) and KEYED:
+        outcome = replay(read(path))
+        assert outcome.status != REPRODUCES and outcome.result.violation is None, outcome.explain()
+        return
     assert_replays(path)
 
 

@@ -11,8 +11,10 @@ process's module globals, build the app with ``create_app``):
   logs are not part of what is checked).
 * **The repossessor**: the scan on its interval and one revoke task per expired lease, Prefect's own
   ``revoke_expired_lease``, as ``examples.prefect_limits.server.repossessor`` runs them, with docket's rule for
-  its key in the docket Prefect 3.9.1 installs (pydocket 0.27): a key is known from its ``add`` until its task
-  starts, so a scan that finds a lease whose revoke is still running schedules another one.
+  its key: Prefect 3.9 keys each revoke by its lease, and the docket it installs (pydocket 0.27.2) takes an
+  ``add`` of a key whose task is queued or running as a no-op (``schedule.lua`` answers ``EXISTS`` for a run in
+  state ``running``; ``tests/test_aio_redis.py`` holds the real pydocket to it), so a scan that finds a lease
+  whose revoke is still running schedules none; Prefect 3.8 gives no key, and it schedules another.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ async def start(limit: int, grace_seconds: int, repossessor_every: float) -> Any
     if ledger.ACTIVE is not None:
         ledger.ACTIVE.forget_process()
     await create_deployment(limit, grace_seconds)
-    asyncio.get_running_loop().create_task(base.repossessor(repossessor_every, revoke=revoke, keyed=False))
+    asyncio.get_running_loop().create_task(base.repossessor(repossessor_every, revoke=revoke))
     app = create_app(ignore_cache=True, ephemeral=True)
     for route in app.routes:
         mounted = getattr(route, "app", None)

@@ -61,7 +61,8 @@ HOLDERS = uuid.UUID("5d1e0000-0000-4000-8000-000000000000")  # a client's holder
 
 @attrs.frozen
 class Options:
-    ttl: int = sut.option(60_000, "positive-duration", help="the lease_duration clients ask for (Prefect: at least 60s)")
+    ttl: int = sut.option(300_000, "positive-duration",
+                          help="the lease_duration clients ask for (Prefect's default: 300s; at least 60s)")
     repossessor_interval: int = sut.option(15_000, "positive-duration",
                                            help="PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS")
     strict: bool = sut.option(False, "flag", help="a holder stops working when its renewal gives up "

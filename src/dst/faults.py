@@ -82,11 +82,14 @@ def _server_pause(sim: Processes, step: Step) -> None:
 # Pinned faults are applied before the run starts: they name the message, not the moment.
 
 def _pin_message(effect: int) -> Callable[[Processes, Step], None]:
+    """A pinned fault on the message a step names: 0 lost, 1 delayed by ``by``, 2 duplicated, 3 reset, 4 sent again
+    by a retrying proxy after its upstream timeout ``by`` (the network's ``pinned`` record, in that order)."""
     def pin(sim: Processes, step: Step) -> None:
         key = parse_key(step.text("message"))
-        lost, extra, twice = sim.network.pinned.get(key, (False, 0, False))
-        value = (lost or effect == 0, step.number("by") or extra, twice or effect == 2)
-        sim.network.pinned[key] = value
+        lost, extra, twice, reset, proxy = sim.network.pinned.get(key, (False, 0, False, False, 0))
+        by = step.number("by")
+        sim.network.pinned[key] = (lost or effect == 0, by if effect == 1 else extra, twice or effect == 2,
+                                   reset or effect == 3, by if effect == 4 else proxy)
 
     return pin
 
@@ -117,6 +120,7 @@ class FaultKind:
     # Pinned kinds: the scenario's keys of the chance a message (or round trip) draws it with, and of the range
     # its duration is drawn from. A chance of 0 means the scenario wants none: dst.strategies draws none then.
     chance: tuple[str, str] = ("", "")
+    connection_only: bool = False  # it befalls only a message on a connection (HTTP), never a datagram (RPC)
 
 
 FAULTS: tuple[FaultKind, ...] = (
@@ -152,15 +156,28 @@ FAULTS: tuple[FaultKind, ...] = (
               "with-a-slow-store-round-trip", 7, "yellow", pinned=True,
               args=(("message", "key"), ("round_trip", "int")), drawn_as="slow",
               chance=("model.store_slow", "model.store_slow_by")),
-    FaultKind("duplicate", "duplicate", "net", None, _pin_message(2), "`message` is delivered twice",
+    FaultKind("duplicate", "duplicate", "net", None, _pin_message(2),
+              "`message` is delivered twice (a datagram: an RPC message; a connection never duplicates one)",
               "with-a-duplicated-message", 8, "magenta", pinned=True, args=(("message", "key"),),
               drawn_as="duplicated", chance=("network.duplicate", "")),
     FaultKind("delay", "delay", "net", "by", _pin_message(1), "`message` takes `by` longer than its latency",
               "with-a-delayed-message", 9, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed",
               chance=("network.delay", "network.delay_by")),
-    FaultKind("lose", "lose", "net", None, _pin_message(0), "`message` is lost", "with-a-lost-message", 10,
+    FaultKind("lose", "lose", "net", None, _pin_message(0),
+              "`message` is lost (on a connection: a request before the server, which its client reads as a refused "
+              "connection; a response after the server ran it, which its client waits out)", "with-a-lost-message", 10,
               "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost", merges_into="partition",
               chance=("network.loss", "")),
+    # Connections only (HTTP): a datagram has no connection to reset, and no proxy in front of its server.
+    FaultKind("reset", "reset", "net", None, _pin_message(3),
+              "the connection carrying `message` is reset: its client reads the reset, and the server never saw the "
+              "request (a request) or ran it (a response)", "with-a-reset-connection", 11, "dim red", pinned=True,
+              args=(("message", "key"),), drawn_as="reset", chance=("network.reset", ""), connection_only=True),
+    FaultKind("proxy-retry", "proxy-retry", "net", "by", _pin_message(4),
+              "a retrying proxy in front of the server forwards the request `message`, and when no response has come "
+              "back `by` later (its upstream timeout) sends it again; its client gets the second attempt's answer",
+              "with-a-proxy-retry", 12, "magenta", pinned=True, args=(("message", "key"),), drawn_as="proxy-retried",
+              chance=("network.proxy_retry", "network.proxy_timeout"), connection_only=True),
 )
 SCHEDULED: tuple[FaultKind, ...] = tuple(kind for kind in FAULTS if not kind.pinned)
 

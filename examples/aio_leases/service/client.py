@@ -41,11 +41,12 @@ class LeaseClient:
         self.bugs = bugs
 
     async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response | None:
-        """A request with retries on timeout (a retried release is a duplicate release); None if every try timed out."""
+        """A request with retries on a timeout or a broken connection (a retried release is a duplicate release: its
+        first try may have run); None if every try failed so."""
         for _ in range(self.retries + 1):
             try:
                 return await asyncio.wait_for(self.http.post(path, json=body), timeout=self.timeout)
-            except (asyncio.TimeoutError, httpx.TimeoutException):
+            except (asyncio.TimeoutError, httpx.TransportError):
                 continue
         return None
 

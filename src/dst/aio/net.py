@@ -1,8 +1,11 @@
 """HTTP between processes over dst's network: httpx on the client, an ASGI server on the server.
 
 A client's ``httpx.AsyncClient`` gets a transport (:class:`Transport`) that turns each request into one
-message on dst's network (so a request can be lost, duplicated, delayed or cut off, and a finding can pin
-that), and waits for the response up to the request's read timeout: ``httpx.ReadTimeout`` when none came.
+message on a connection of dst's network, and waits for the response up to the request's read timeout:
+``httpx.ReadTimeout`` when none came (the request cut off, or its response lost after the server ran it). A
+request lost before the server is ``httpx.ConnectError``, a reset connection ``httpx.ReadError``; the network
+never delivers a request twice (only the client's own retries, or a retrying proxy, send one again), and a
+finding pins each of these.
 On the server the request runs the service's ASGI app (FastAPI, Starlette) as an HTTP/1.1 server such as
 uvicorn calls it (:func:`serve_http`: the request's body in one ``http.request`` message, then
 ``http.disconnect`` once the response is complete), in a task of the server process; an exception the app
@@ -17,6 +20,7 @@ from urllib.parse import unquote
 
 import httpx
 
+from ..sim.network import Broken
 from ..sut import SERVER
 from .wire import HttpRequest, HttpResponse
 
@@ -45,6 +49,10 @@ class Transport(httpx.AsyncBaseTransport):
             response = await self._client.call(destination, wire, None if timeout is None else int(timeout * 1000))
         except TimeoutError:
             raise httpx.ReadTimeout(f"no response from {destination} within the timeout", request=request) from None
+        if response.__class__ is Broken:
+            if response.how == "refused":  # the request never reached the server
+                raise httpx.ConnectError(f"connection to {destination} refused", request=request)
+            raise httpx.ReadError(f"connection to {destination} reset by peer", request=request)
         if not isinstance(response, HttpResponse):
             raise httpx.RemoteProtocolError(f"{destination} answered {response!r}, not an HTTP response",
                                             request=request)

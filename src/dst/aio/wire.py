@@ -1,5 +1,7 @@
 """What asyncio processes send each other over dst's network: HTTP requests and responses, and an RPC error.
 
+HTTP travels on connections, RPC records as datagrams (:mod:`dst.sim.network` says what each can suffer).
+
 Each is a frozen record whose ``repr`` names its fields (the trace's digest is made of reprs) and whose
 ``kind`` keys the message's random draws. An HTTP request's kind comes from its method and the shape of
 its path (numbers and ids replaced), so ``POST /leases/7/renew`` and ``POST /leases/9/renew`` draw alike.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from ..sim.network import CONNECTIONS
 from ..sut import message
 
 _ID = re.compile(r"/(?:[0-9]+|[0-9a-fA-F-]{32,36})(?=/|$)")
@@ -56,6 +59,9 @@ class HttpResponse:
 
     def describe(self) -> str:
         return f"{self.status}" + (f" {_short(self.body)}" if self.body else "")
+
+
+CONNECTIONS.update((HttpRequest, HttpResponse))  # HTTP runs on TCP: never duplicated by the network
 
 
 @message

@@ -446,9 +446,16 @@ def pin_draws(scenario: Scenario, result: RunResult) -> Scenario:
     have = {_what(step) for step in steps}
     fresh = [step for step in dict.fromkeys(result.drawn) if _what(step) not in have]
     pinned = tuple(attrs.evolve(step, id=top + i) for i, step in enumerate(fresh, 1))
-    return attrs.evolve(scenario, steps=sort_steps((scenario.steps or ()) + pinned),
-                        network=attrs.evolve(scenario.network, loss=0.0, duplicate=0.0, delay=0.0),
-                        model=attrs.evolve(scenario.model, store_slow=0.0))
+    return no_draws(attrs.evolve(scenario, steps=sort_steps((scenario.steps or ()) + pinned)))
+
+
+def no_draws(scenario: Scenario) -> Scenario:
+    """The scenario with every pinned fault kind's chance (``network.loss``, ``model.store_slow``, ...) at zero."""
+    for kind in FAULTS:
+        if kind.pinned:
+            section, _, name = kind.chance[0].partition(".")
+            scenario = attrs.evolve(scenario, **{section: attrs.evolve(getattr(scenario, section), **{name: 0.0})})
+    return scenario
 
 
 def _stamped(scenario: Scenario, result: RunResult) -> Scenario:

@@ -48,7 +48,8 @@ def slack_of(scenario: Scenario) -> int:
     counted), so a liveness window never closes on a message in flight."""
     m, net = scenario.model, scenario.network
     store = m.store_latency[1] + (m.store_slow_by[1] if m.store_slow > 0 else 0)
-    return net.latency[1] + net.delay_by[1] + 4 * store
+    proxy = net.proxy_timeout[1] + net.latency[1] if net.proxy_retry > 0 else 0  # a retrying proxy's second copy
+    return net.latency[1] + net.delay_by[1] + 4 * store + proxy
 
 
 def window_of(bounds: Bounds, parts: set[str], slack: int) -> int:

@@ -12,6 +12,7 @@ The choice is a pure function of the seed, so ``dst run --seed N --swarm`` is th
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import attrs
@@ -40,7 +41,8 @@ def swarm(scenario: Scenario, seed: int) -> Scenario:
                            delay=probability(net.delay))
     run = attrs.evolve(scenario.run, scheduler=SCHEDULERS[rnd.randrange(len(SCHEDULERS))])
     model = attrs.evolve(scenario.model, store_slow=probability(scenario.model.store_slow))  # drawn last: the
-    # draws above are what they were before the store could be slow
+    # draws above are what they were before the store could be slow (and a connection be reset, a proxy retry)
+    network = attrs.evolve(network, reset=probability(net.reset), proxy_retry=probability(net.proxy_retry))
     return attrs.evolve(scenario, faults=attrs.evolve(scenario.faults, **faults), network=network, run=run,
                         model=model)
 
@@ -61,11 +63,13 @@ def aimed(scenario: Scenario) -> Scenario:
 
 
 # What a default campaign turns on where a model's scenarios leave it off (``dst run --enable KIND``): each
-# scheduled fault kind, and the pinned kinds the model's own keys draw (the slow store round trip; the network's
-# are in the embedded default already). A service's first campaign then meets the clock skew, the server pause and
-# the slow store its own scenarios never asked for.
+# scheduled fault kind, and the pinned kinds the embedded default leaves off (the slow store round trip, a reset
+# connection, a retrying proxy; the network's loss, duplicates and delays are on there already). A service's first
+# campaign then meets the clock skew, the server pause and the slow store its own scenarios never asked for.
+_DEFAULT: Any = Scenario()
 ENABLE: tuple[str, ...] = (*(kind.name for kind in SCHEDULED),
-                           *(kind.name for kind in FAULTS if kind.pinned and kind.chance[0].startswith("model.")))
+                           *(kind.name for kind in FAULTS if kind.pinned
+                             and functools.reduce(getattr, kind.chance[0].split("."), _DEFAULT) == 0))
 ENABLE_RATE = 0.5  # a scheduled kind turned on: occurrences per virtual minute, over the registry's durations
 ENABLE_CHANCE = 0.01  # a pinned kind turned on: the chance a round trip draws it, over the scenario's durations
 

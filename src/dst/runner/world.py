@@ -42,7 +42,8 @@ class World:
         net, m = scenario.network, scenario.model
         self.network = Network(kernel, streams.keyed("network"), latency=net.latency, loss=net.loss,
                                duplicate=net.duplicate, delay=net.delay, delay_by=net.delay_by, trace=self.trace,
-                               server=SERVER)
+                               server=SERVER, reset=net.reset, proxy_retry=net.proxy_retry,
+                               proxy_timeout=net.proxy_timeout)
         # One scheduling strategy for the run: the store's round trips and the asyncio mode's ready callbacks.
         self.strategy = strategy(scenario.run.scheduler, streams.keyed("scheduling"),
                                  streams.keyed("scheduling", "ready"))

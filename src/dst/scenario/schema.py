@@ -246,6 +246,10 @@ class NetworkConfig:
     duplicate: float = key(0.01, PROBABILITY)
     delay: float = key(0.01, PROBABILITY)
     delay_by: Range = key((1_000, 20_000), RANGE)
+    # Connections only (HTTP): a reset, and a retrying proxy in front of the server (dst.sim.network).
+    reset: float = key(0.0, PROBABILITY)
+    proxy_retry: float = key(0.0, PROBABILITY)
+    proxy_timeout: Range = key((1_000, 60_000), RANGE)
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ from ..sut import format_time as format_time  # the `%` placeholder's spelling, 
 
 Event = tuple[int, str, str, Any]  # detail: a string, or a raw (template, *args) tuple
 RESPONSE = 1 << 63
+PROXY_COPY = 1 << 11  # in a request key's n: a retrying proxy's second copy of the request (see dst.sim.network)
 
 
 # --- the vocabulary -------------------------------------------------------------------------------------
