@@ -308,6 +308,7 @@ def test_each_pinned_kind_is_drawn_by_the_chance_the_registry_names_and_by_no_ot
         if kind.connection_only:  # a reset, a retrying proxy: an HTTP service's (the reference model speaks RPC)
             doc["model"]["impl"] = "examples.aio_leases:model"
             doc["network"]["proxy_timeout"] = ["1ms", "5ms"]  # shorter than a handler: the proxy sends again
+            doc["workload"], doc["run"] = {"clients": 2, "jobs": 3}, {"duration": "60s"}  # a small world: cheap
         if kind.chance[1]:
             assert kind.chance[1].startswith(f"{section}.")  # its duration's range is a key of the same section
         scenario = parse_scenario(doc, f"<only {kind.name}>")

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import attrs
+
 from .kernel import Kernel
 from .rng import Keyed
 from .trace import CUT, DELAYED, PROXY_COPY, RESPONSE, Event, format_time, key_name as _name
@@ -41,23 +43,12 @@ CONNECTIONS: set[type] = set()
 """The payload classes that travel on a connection (HTTP requests and responses): see the module's doc."""
 
 
+@attrs.frozen
 class Broken:
     """What the client of a connection reads where the network broke it: ``refused`` (the request never reached
     the server) or ``reset`` (the connection was reset: the server may or may not have run the request)."""
 
-    __slots__ = ("how",)
-
-    def __init__(self, how: str) -> None:
-        self.how = how
-
-    def __repr__(self) -> str:
-        return f"Broken({self.how!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Broken) and other.how == self.how
-
-    def __hash__(self) -> int:
-        return hash(self.how)
+    how: str
 
     def describe(self) -> str:
         return f"connection {self.how}"
