@@ -4,6 +4,7 @@ any other is refused, as the loop refuses every socket."""
 
 from __future__ import annotations
 
+import sys
 from types import TracebackType
 from typing import Any, Callable
 
@@ -25,18 +26,41 @@ async def _create_connection(self: Loop, protocol_factory: Callable[[], Any], ho
     return server._open(protocol_factory)
 
 
+def _statement_number(statement: Any) -> tuple[int, str]:
+    name = str(getattr(statement, "name", ""))
+    digits = "".join(c for c in name if c.isdigit())
+    return (int(digits) if digits else 0, name)
+
+
+def _in_order(cleanup: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """asyncpg closes the statements its cache let go in the order of a set of them (their addresses): in the order
+    they were made instead, so their Close messages go in the same order at every run."""
+    async def cleanup_in_order(self: Any) -> Any:
+        if self._stmts_to_close:
+            self._stmts_to_close = sorted(self._stmts_to_close, key=_statement_number)
+        return await cleanup(self)
+
+    return cleanup_in_order
+
+
 class installed:
     """While active, the loop's ``create_connection`` to a registered server's host and port opens dst's link (the
-    service's asyncpg, SQLAlchemy's ``postgresql+asyncpg``); put back on exit, also when the body raised."""
+    service's asyncpg, SQLAlchemy's ``postgresql+asyncpg``), and asyncpg closes statements in a seeded run's order;
+    put back on exit, also when the body raised."""
 
-    __slots__ = ("_saved",)
+    __slots__ = ("_saved", "_cleanup")
 
     def __init__(self) -> None:
         self._saved: Any = None
+        self._cleanup: Any = None
 
     def __enter__(self) -> installed:
         self._saved = Loop.__dict__["create_connection"]
         setattr(Loop, "create_connection", _create_connection)
+        connection = sys.modules.get("asyncpg.connection")  # imported by the service, before its first run
+        if connection is not None:
+            self._cleanup = connection.Connection.__dict__["_cleanup_stmts"]
+            connection.Connection._cleanup_stmts = _in_order(self._cleanup)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -44,3 +68,6 @@ class installed:
         saved, self._saved = self._saved, None
         if saved is not None:
             setattr(Loop, "create_connection", saved)
+        cleanup, self._cleanup = self._cleanup, None
+        if cleanup is not None:
+            sys.modules["asyncpg.connection"].Connection._cleanup_stmts = cleanup

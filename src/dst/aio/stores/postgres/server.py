@@ -30,6 +30,7 @@ _ISOLATIONS = ("read committed", "repeatable read", "serializable")
 _monotonic = real(time.monotonic)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _SETTLE_WITHIN = 60.0  # s of real time a statement may run in the server before dst gives up on it
+_TRUST_CLIENT_READ = 2.0  # s of real time after which a backend waiting for its client has answered all it will
 
 _SERVERS: weakref.WeakValueDictionary[tuple[str, int], Server] = weakref.WeakValueDictionary()
 
@@ -60,6 +61,10 @@ class Server:
         self.port = port
         self.isolation = isolation
         self.postmaster = embedded.postmaster()
+        try:  # asyncpg's own module, imported before the first run: installed() puts its statements in order
+            import asyncpg.connection  # type: ignore[import-untyped]  # noqa: F401
+        except ImportError:
+            pass
         self.database = self.postmaster.database(schema, isolation)
         self._process = Process(name)  # the database's own: what reaches it runs there, whoever sent it
         self._links: dict[int, Link] = {}
@@ -276,7 +281,7 @@ class Server:
             readable, _, _ = select.select(socks, [], [], pause)
             if readable:
                 continue
-            stuck = self._stuck(busy)
+            stuck = self._stuck(busy, _monotonic() > deadline - _SETTLE_WITHIN + _TRUST_CLIENT_READ)
             if stuck is not None and len(stuck) == len(busy):
                 victim = self._deadlock(stuck)
                 if victim is None:
@@ -288,24 +293,29 @@ class Server:
                                    f"of real time: {names}")
             pause = min(pause * 2, 0.02)
 
-    def _stuck(self, busy: list[Link]) -> dict[Link, list[Link]] | None:
+    def _stuck(self, busy: list[Link], late: bool) -> dict[Link, list[Link]] | None:
         """Which of ``busy`` wait for a lock that only a client can free, each with the links holding it; None when
-        one was found waiting for its client (its reply is whole: look again)."""
+        one was found waiting for its client (its reply is whole: look again). The replies are counted by what the
+        client sent (:mod:`.link`); a backend seen waiting for its client is taken at its word only when ``late``
+        (its reply has not come for a while): just after an exchange is sent, the backend may not have read it yet,
+        and after an exchange that ended in a Flush it shows the same wait."""
         pids = ",".join(str(link.pid) for link in busy if link.pid)
         if not pids:
             return {}
         rows = self.postmaster.control.query(
-            f"SELECT pid, wait_event_type, wait_event, pg_blocking_pids(pid)::text FROM pg_stat_activity "
+            f"SELECT pid, state, wait_event_type, wait_event, pg_blocking_pids(pid)::text FROM pg_stat_activity "
             f"WHERE pid IN ({pids})")
         by_pid = {link.pid: link for link in self._links.values() if link.pid}
         found: dict[Link, list[Link]] = {}
         again = False
-        for pid, kind, event, blockers in rows:
+        for pid, state, kind, event, blockers in rows:
             link = by_pid.get(int(pid or 0))
             if link is None or link not in busy:
                 continue
-            if kind == "Client" and event == "ClientRead":
-                link.pump()  # it sent all it had before it began to wait for its client
+            if late and kind == "Client" and event == "ClientRead" and state == "active":
+                # Between two messages of an exchange, waiting for more than the client sent (what the count of
+                # replies did not foresee): it sent all it had before it began to wait.
+                link.pump()
                 link.owed.clear()
                 again = True
                 continue
