@@ -14,7 +14,7 @@ import contextlib
 from importlib import import_module
 from typing import Any
 
-STORES = ("sqlite", "redis")
+STORES = ("sqlite", "redis", "postgres")
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,256 @@
+"""The PostgreSQL server the runs of one worker process share: found (pgserver's binaries, else the system's),
+started once, lazily, on a unix socket in a folder of its own, and stopped when the process exits; databases made for
+each run from a template that holds a schema (made once per schema), and dropped after.
+
+PostgreSQL will not run as root: as root, initdb and the server run as an unprivileged user (``nobody``), whose
+folder it is. Settings: no TCP, autovacuum and the timers dst does not drive off (``deadlock_timeout`` a day: dst
+finds deadlocks and breaks them itself, see :mod:`.server`), no fsync (dst kills processes, never the machine)."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ....sandbox import real
+from .wire import Control, PgError, literal
+
+_monotonic = real(time.monotonic)
+
+# Server settings: no timer of the server's own may shape a run (its clock is real), nothing waits for a disk.
+SETTINGS = {
+    "listen_addresses": "", "autovacuum": "off", "fsync": "off", "synchronous_commit": "off",
+    "full_page_writes": "off", "deadlock_timeout": "1d", "lock_timeout": "0", "statement_timeout": "0",
+    "idle_in_transaction_session_timeout": "0", "idle_session_timeout": "0", "checkpoint_timeout": "1d",
+    "max_wal_size": "4GB", "jit": "off", "max_connections": "200", "track_activities": "on", "timezone": "UTC",
+    "log_timezone": "UTC", "datestyle": "ISO, YMD", "logging_collector": "off", "log_min_messages": "fatal",
+    "shared_buffers": "32MB", "max_locks_per_transaction": "128", "max_pred_locks_per_transaction": "128",
+}
+
+# The virtual clock (see :mod:`.clock`): functions of pg_catalog's names in a schema ahead of it on the search path,
+# reading the moments dst sets on the session before each statement; without them (a connection not dst's), the real.
+CLOCK_SQL = """
+CREATE SCHEMA dst_clock;
+CREATE FUNCTION dst_clock.now() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS
+  $$SELECT coalesce(nullif(current_setting('dst.xact', true), '')::timestamptz, pg_catalog.now())$$;
+CREATE FUNCTION dst_clock.transaction_timestamp() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS
+  $$SELECT coalesce(nullif(current_setting('dst.xact', true), '')::timestamptz, pg_catalog.transaction_timestamp())$$;
+CREATE FUNCTION dst_clock.statement_timestamp() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS
+  $$SELECT coalesce(nullif(current_setting('dst.stmt', true), '')::timestamptz, pg_catalog.statement_timestamp())$$;
+CREATE FUNCTION dst_clock.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE PARALLEL SAFE AS
+  $$SELECT coalesce(nullif(current_setting('dst.stmt', true), '')::timestamptz, pg_catalog.clock_timestamp())$$;
+CREATE FUNCTION dst_clock.timeofday() RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE AS
+  $$SELECT to_char(dst_clock.clock_timestamp(), 'Dy Mon DD HH24:MI:SS.US YYYY TZ')$$;
+CREATE FUNCTION dst_clock."current_timestamp"(p integer DEFAULT 6) RETURNS timestamptz LANGUAGE sql STABLE
+  PARALLEL SAFE AS $$SELECT date_trunc('microseconds', dst_clock.now())::timestamptz(6)$$;
+CREATE FUNCTION dst_clock."localtimestamp"(p integer DEFAULT 6) RETURNS timestamp LANGUAGE sql STABLE
+  PARALLEL SAFE AS $$SELECT dst_clock.now()::timestamp$$;
+CREATE FUNCTION dst_clock."current_date"() RETURNS date LANGUAGE sql STABLE PARALLEL SAFE AS
+  $$SELECT dst_clock.now()::date$$;
+CREATE FUNCTION dst_clock."current_time"(p integer DEFAULT 6) RETURNS timetz LANGUAGE sql STABLE PARALLEL SAFE AS
+  $$SELECT dst_clock.now()::timetz$$;
+CREATE FUNCTION dst_clock."localtime"(p integer DEFAULT 6) RETURNS time LANGUAGE sql STABLE PARALLEL SAFE AS
+  $$SELECT dst_clock.now()::time$$;
+"""
+SEARCH_PATH = "dst_clock, pg_catalog"  # then the session's own ("$user", public by default)
+
+
+class Unavailable(RuntimeError):
+    """No PostgreSQL server can start here: one line that says why."""
+
+
+def _binaries() -> tuple[Path | None, str]:
+    """The folder of initdb and postgres (pgserver's, else the system's), or None and why not."""
+    spec = importlib.util.find_spec("pgserver")  # found, not imported: its import reads (and warns of) the user's dirs
+    if spec is not None and spec.origin is not None:
+        shipped = Path(spec.origin).parent / "pginstall" / "bin"
+        if (shipped / "postgres").exists():
+            return shipped, ""
+    candidates = []
+    config = shutil.which("pg_config")
+    if config is not None:
+        try:
+            candidates.append(Path(subprocess.run([config, "--bindir"], capture_output=True, text=True,
+                                                  check=True).stdout.strip()))
+        except (OSError, subprocess.CalledProcessError):
+            pass
+    found = shutil.which("postgres")
+    if found is not None:
+        candidates.append(Path(os.path.realpath(found)).parent)
+    root = Path("/usr/lib/postgresql")
+    if root.is_dir():
+        candidates.extend(sorted((p / "bin" for p in root.iterdir()), key=lambda p: p.parent.name, reverse=True))
+    for folder in candidates:
+        if (folder / "postgres").exists() and (folder / "initdb").exists():
+            return folder, ""
+    return None, "no PostgreSQL server binaries (pip install -e '.[postgres]' for pgserver's, or a system postgresql)"
+
+
+def _reachable(path: Path) -> bool:
+    """Whether every folder above ``path`` lets others through (an unprivileged user must reach the binaries)."""
+    for parent in path.resolve().parents:
+        if not os.stat(parent).st_mode & 0o001:
+            return False
+    return True
+
+
+class Postmaster:
+    """One PostgreSQL server: its folder, its socket, dst's control connection, the templates it holds."""
+
+    def __init__(self) -> None:
+        binaries, why = _binaries()
+        if binaries is None:
+            raise Unavailable(why)
+        self.root = Path(tempfile.mkdtemp(prefix="dst-pg-"))
+        self.owner = os.getpid()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.templates: dict[str, str] = {}  # schema digest -> its template database
+        self.made = 0
+        self.user: dict[str, Any] = {}
+        if os.geteuid() == 0:  # PostgreSQL refuses root: initdb and the server run as nobody, in nobody's folder
+            who = pwd.getpwnam("nobody")
+            self.user = {"user": who.pw_uid, "group": who.pw_gid, "extra_groups": []}
+            os.chown(self.root, who.pw_uid, who.pw_gid)
+            if not _reachable(binaries):  # a venv under /root: a copy nobody can read, per server
+                install = self.root / "pginstall"
+                shutil.copytree(binaries.parent, install, symlinks=True)
+                binaries = install / "bin"
+        self.bin = binaries
+        self.data = self.root / "data"
+        self.socket_dir = str(self.root)
+        self.path = os.path.join(self.socket_dir, ".s.PGSQL.5432")
+        try:
+            self._start()
+            self.control = Control(self.path)
+        except BaseException:
+            self.stop()
+            raise
+        atexit.register(self.stop)
+
+    def _run(self, *args: str) -> None:
+        done = subprocess.run([str(self.bin / args[0]), *args[1:]], capture_output=True, text=True, **self.user)
+        if done.returncode != 0:
+            last = (done.stderr or done.stdout).strip().splitlines()
+            raise Unavailable(f"{args[0]} failed: {last[-1] if last else f'exit {done.returncode}'}")
+
+    def _start(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C",
+                  "--no-sync", "--no-instructions")
+        options: list[str] = []
+        for key, value in SETTINGS.items():
+            options += ["-c", f"{key}={value}"]
+        log = open(self.root / "log", "wb")
+        try:
+            self.process = subprocess.Popen(
+                [str(self.bin / "postgres"), "-D", str(self.data), "-k", self.socket_dir, *options],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, **self.user)
+        finally:
+            log.close()
+        deadline = _monotonic() + 60
+        while True:
+            if self.process.poll() is not None:
+                lines = (self.root / "log").read_text(errors="replace").strip().splitlines()
+                raise Unavailable(f"postgres exited at start: {lines[-1] if lines else self.process.returncode}")
+            if os.path.exists(self.path):
+                try:
+                    Control(self.path).close()
+                    return
+                except (OSError, PgError):  # still starting up
+                    pass
+            if _monotonic() > deadline:
+                raise Unavailable("postgres did not accept connections within 60 s")
+            time.sleep(0.02)
+
+    def template(self, schema: str) -> str:
+        """The template database holding dst's clock and ``schema`` (SQL run once, at its first use here)."""
+        digest = hashlib.blake2b(schema.encode(), digest_size=6).hexdigest()
+        name = self.templates.get(digest)
+        if name is None:
+            name = f"dst_t_{digest}"
+            self.control.query(f"DROP DATABASE IF EXISTS {name}")
+            self.control.query(f"CREATE DATABASE {name}")
+            setup = Control(self.path, name)
+            try:
+                setup.query(CLOCK_SQL)
+                if schema.strip():
+                    setup.query(f"SET search_path = {SEARCH_PATH}, public; {schema}")
+            except PgError as e:
+                setup.close()
+                self.control.query(f"DROP DATABASE IF EXISTS {name}")
+                raise ValueError(f"dst.aio.stores.postgres: the schema failed: {e}") from None
+            setup.close()
+            self.templates[digest] = name
+        return name
+
+    def database(self, schema: str, isolation: str | None) -> str:
+        """A fresh database, a copy of the schema's template."""
+        template = self.template(schema)
+        self.made += 1
+        name = f"dst_{os.getpid()}_{self.made}"
+        settings = f"SET search_path = {SEARCH_PATH}, \"$user\", public"
+        if isolation is not None:
+            settings += f"; ALTER DATABASE {name} SET default_transaction_isolation = {literal(isolation)}"
+        self.control.query(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY file_copy")
+        self.control.query(f"ALTER DATABASE {name} {settings}")
+        return name
+
+    def drop(self, name: str) -> None:
+        self.control.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def stop(self) -> None:
+        if os.getpid() != self.owner:
+            return  # a forked child's exit: the server is its parent's
+        process, self.process = self.process, None
+        if process is None:
+            return  # never started, or stopped already
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGQUIT)  # immediate shutdown: nothing here is kept
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+_server: Postmaster | None = None
+_failed: str | None = None
+
+
+def postmaster() -> Postmaster:
+    """This process's server, started at the first call; raises :class:`Unavailable` (the same line each time)."""
+    global _server, _failed
+    if _server is not None and _server.owner != os.getpid():
+        # A forked child: the server is its parent's, and so is the control socket; a connection of its own.
+        child = object.__new__(Postmaster)
+        child.__dict__.update(_server.__dict__)
+        child.owner, child.process = os.getpid(), None
+        child.control = Control(_server.path)
+        _server = child
+    if _server is None:
+        if _failed is not None:
+            raise Unavailable(_failed)
+        try:
+            _server = Postmaster()
+        except Unavailable as e:
+            _failed = str(e)
+            raise
+    return _server
+
+
+def unavailable() -> str | None:
+    """Why no PostgreSQL server can start here (None: one runs)."""
+    try:
+        postmaster()
+    except Unavailable as e:
+        return str(e)
+    return None
