@@ -121,8 +121,15 @@ class Postmaster:
             self.user = {"user": who.pw_uid, "group": who.pw_gid, "extra_groups": []}
             os.chown(self.root, who.pw_uid, who.pw_gid)
             if not _reachable(binaries):  # a venv under /root: a copy nobody can read, per server
-                install = self.root / "pginstall"
+                # pgserver's binaries find their libraries three folders up (RPATH $ORIGIN/../../../pgserver.libs):
+                # the copy keeps that layout, site-packages/pgserver/pginstall beside site-packages/pgserver.libs
+                site = binaries.parent.parent.parent
+                install = self.root / "pkg" / binaries.parent.parent.name / binaries.parent.name
                 shutil.copytree(binaries.parent, install, symlinks=True)
+                libs = site / f"{binaries.parent.parent.name}.libs"
+                if libs.is_dir():
+                    shutil.copytree(libs, self.root / "pkg" / libs.name, symlinks=True)
+                shutil.chown(self.root / "pkg", who.pw_uid, who.pw_gid)
                 binaries = install / "bin"
         self.bin = binaries
         self.data = self.root / "data"
