@@ -12,16 +12,36 @@ import asyncio
 import contextvars
 import struct
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..servers import forget_crash
 from . import wire
 
 if TYPE_CHECKING:
     from ...loop import Loop, Process
-    from .server import Server
 
 # What a reply ends with, by the client's message: each ends one entry of the queue of what the client is owed.
 _ENDS = {ord("P"): b"1", ord("B"): b"2", ord("C"): b"3", ord("E"): b"CIs", ord("S"): b"Z", ord("F"): b"Z"}
+
+
+class Server(Protocol):
+    """What a connection asks of the server it belongs to (:class:`~dst.aio.stores.postgres.server.Server`): the
+    server's module uses this one, not the other way round."""
+
+    name: str
+    port: int
+    postmaster: Any
+
+    def _transmit(self, link: Any) -> None: ...
+
+    def _end(self, link: Any, lost: bool | None) -> None: ...
+
+    def _cancel_asked(self, pid: int, secret: int) -> None: ...
+
+    def _startup(self, packet: bytes) -> bytes: ...
+
+    def _deadlock_error(self, link: Any, fields: dict[str, str]) -> dict[str, str]: ...
+
 _RAW, _EOF = b"raw", b"eof"  # an SSLRequest's one-byte answer; a connection the server closes (a cancel, Terminate)
 _ERROR, _READY, _KEY = ord("E"), ord("Z"), ord("K")
 _OPEN, _GONE = 0, 2
@@ -343,8 +363,4 @@ class Link(asyncio.Transport):
 
     def _forget_crash(self) -> None:
         crash_list, self.crash_list = self.crash_list, None
-        if crash_list is not None:
-            try:
-                crash_list.remove(self.die)
-            except ValueError:
-                pass
+        forget_crash(crash_list, self.die)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import select
 import time
-import weakref
 from asyncio import events
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Literal
@@ -23,6 +22,7 @@ from ....sandbox import VIRTUAL_EPOCH_MS, real
 from ...host import Server as _HostServer
 from ...loop import Loop, Process
 from . import embedded, wire
+from ..servers import Servers
 from .link import Link
 
 Isolation = Literal["read committed", "repeatable read", "serializable"]
@@ -32,15 +32,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _SETTLE_WITHIN = 60.0  # s of real time a statement may run in the server before dst gives up on it
 _TRUST_CLIENT_READ = 2.0  # s of real time after which a backend waiting for its client has answered all it will
 
-_SERVERS: weakref.WeakValueDictionary[tuple[str, int], Server] = weakref.WeakValueDictionary()
-
-
-def _registered(host: Any, port: Any) -> Server | None:
-    """The server a client's host and port name, if one of dst's does."""
-    try:
-        return _SERVERS.get((str(host), int(port)))
-    except (TypeError, ValueError):
-        return None
+_SERVERS: Servers[Server] = Servers()
+_registered = _SERVERS.find
 
 
 class Server:
@@ -75,7 +68,7 @@ class Server:
         self.events: list[tuple[int, str]] = []  # what dst saw the database do: lock waits, deadlocks broken
         self.statements = 0  # exchanges that reached the server
         self._settling = False
-        _SERVERS[(name, port)] = self
+        _SERVERS.add(name, port, self)
 
     @property
     def dsn(self) -> str:
@@ -236,8 +229,7 @@ class Server:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        if _SERVERS.get((self.name, self.port)) is self:
-            del _SERVERS[(self.name, self.port)]
+        _SERVERS.remove(self.name, self.port, self)
         self.postmaster.drop(self.database)
 
     # --- settling --------------------------------------------------------------------------------------------

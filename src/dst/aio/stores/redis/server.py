@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-import weakref
 from asyncio import events
 from collections import deque
 from typing import Any, Literal
@@ -16,19 +15,13 @@ import attrs
 from ....sandbox import VIRTUAL_EPOCH_MS
 from ...host import Server as _HostServer
 from ...loop import Loop, Process
+from ..servers import Servers, forget_crash
 from .commands import _FakeServer, _Parked, _Socket
 
 Persistence = Literal["aof", "none"]
 
-_SERVERS: weakref.WeakValueDictionary[tuple[str, int], Server] = weakref.WeakValueDictionary()
-
-
-def _registered(host: Any, port: Any) -> Server | None:
-    """The server a client's host and port name, if one of dst's does."""
-    try:
-        return _SERVERS.get((str(host), int(port)))
-    except (TypeError, ValueError):
-        return None
+_SERVERS: Servers[Server] = Servers()
+_registered = _SERVERS.find
 
 
 @attrs.frozen
@@ -68,7 +61,7 @@ class Server:
         self._parked: list[_Parked] = []  # in the order they blocked, as Redis serves them
         self._outbox: dict[int, list[bytes]] = {}  # link serial -> what Redis sent it during the event running now
         self._serving = False
-        _SERVERS[(name, port)] = self
+        _SERVERS.add(name, port, self)
 
     @property
     def url(self) -> str:
@@ -428,11 +421,7 @@ class _Link:
 
     def _forget_crash(self) -> None:
         crash_list, self.crash_list = self.crash_list, None
-        if crash_list is not None:
-            try:
-                crash_list.remove(self.die)
-            except ValueError:
-                pass
+        forget_crash(crash_list, self.die)
 
 
 class _Writer:
