@@ -35,7 +35,7 @@ import sys
 import warnings
 from asyncio import events
 from heapq import heappush
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
 from ..errors import ModelFault, Stalled
 from ..sim.kernel import Kernel, Pause, StopRun
@@ -356,7 +356,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 stubborn = False  # a coroutine that would not close (it awaited in its finally): closed again at GC
-                for task in _pending_tasks(self):
+                for task in self._dropped():
                     task._log_destroy_pending = False  # type: ignore[attr-defined]
                     coro = task.get_coro()
                     for _ in range(_CLOSE_TRIES):  # one that awaits in its cleanup is closed again at that await
@@ -374,6 +374,18 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         finally:
             sys.unraisablehook = unraisable
             logging.disable(silenced)
+
+    def _dropped(self) -> Iterator[asyncio.Task[Any]]:
+        """Every task still pending, and then those their cleanup makes as they are closed (SQLAlchemy terminates a
+        connection in a task of its own, ``asyncio.shield(...)``): left pending, one would be a coroutine never
+        awaited, warning whenever what holds it lets it go. Membership only: the order is the tasks' own."""
+        seen: set[asyncio.Task[Any]] = set()
+        for _ in range(_CLOSE_TRIES):
+            fresh = [task for task in _pending_tasks(self) if task not in seen]
+            if not fresh:
+                return
+            seen.update(fresh)
+            yield from fresh
 
     async def shutdown_asyncgens(self) -> None:
         pass
