@@ -287,3 +287,29 @@ def test_aio_run_checks_an_invariant_after_every_callback():
 
     with pytest.raises(AssertionError, match=r"2 holders at t=0.0s"):
         aio.run(main(), seed=1, check=at_most_one)
+
+
+def test_a_task_a_dropped_task_starts_as_it_is_closed_is_closed_too():
+    # SQLAlchemy's async engine, closed mid-statement, invalidates its connection and terminates it with
+    # asyncio.shield(conn._terminate_graceful_close()): a task made while the loop drops the dead ones, and held
+    # by the engine's greenlet long after. Left pending, its coroutine was never awaited, and warned when it was
+    # collected, at exit, under dst's report.
+    import inspect
+
+    made: list[asyncio.Task[None]] = []  # what holds it past the run
+
+    async def cleanup() -> None:
+        pass
+
+    async def holder(loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            made.append(loop.create_task(cleanup()))
+
+    async def main() -> None:
+        asyncio.get_running_loop().create_task(holder(asyncio.get_running_loop()))
+        await asyncio.sleep(0.001)  # the holder waits
+
+    run(main(), seed=1)
+    assert [inspect.getcoroutinestate(task.get_coro()) for task in made] == ["CORO_CLOSED"]

@@ -35,7 +35,7 @@ import sys
 import warnings
 from asyncio import events
 from heapq import heappush
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
 from ..errors import ModelFault, Stalled
 from ..sim.kernel import Kernel, Pause, StopRun
@@ -357,17 +357,12 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
                 warnings.simplefilter("ignore")
                 stubborn = False  # a coroutine that would not close (it awaited in its finally): closed again at GC
                 # A cleanup that schedules (asyncio.shield in an async with's exit) finds this loop running, and what it
-                # schedules is closed in the next round: never left to warn, at exit, that it was never awaited.
+                # schedules is closed in turn (see _dropped).
                 running = events._get_running_loop()
                 events._set_running_loop(self)
-                closed: set[asyncio.Task[Any]] = set()
                 try:
-                    for _ in range(_CLOSE_TRIES):
-                        dropped = [task for task in _pending_tasks(self) if task not in closed]
-                        if not dropped:
-                            break
-                        closed.update(dropped)
-                        stubborn = any([_close(task) for task in dropped]) or stubborn
+                    for task in self._dropped():
+                        stubborn = _close(task) or stubborn
                 finally:
                     events._set_running_loop(running)
                 if collect:
@@ -377,6 +372,18 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         finally:
             sys.unraisablehook = unraisable
             logging.disable(silenced)
+
+    def _dropped(self) -> Iterator[asyncio.Task[Any]]:
+        """Every task still pending, and then those their cleanup makes as they are closed (SQLAlchemy terminates a
+        connection in a task of its own, ``asyncio.shield(...)``): left pending, one would be a coroutine never
+        awaited, warning whenever what holds it lets it go. Membership only: the order is the tasks' own."""
+        seen: set[asyncio.Task[Any]] = set()
+        for _ in range(_CLOSE_TRIES):
+            fresh = [task for task in _pending_tasks(self) if task not in seen]
+            if not fresh:
+                return
+            seen.update(fresh)
+            yield from fresh
 
     async def shutdown_asyncgens(self) -> None:
         pass
