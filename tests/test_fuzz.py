@@ -204,3 +204,9 @@ def test_a_campaign_says_in_one_line_that_it_wrote_no_finding_for_a_seed_that_ra
     recorder.consider(Outcome(3, 100, "no-foreign-release", "a release naming L1 gave back 1 slot(s) of 'db'"))
     assert said == ["dst: seed 3: the same run went two ways; no finding written for seed 3"]
     assert recorder.findings() == [] and list(tmp_path.iterdir()) == []
+
+
+@given(st.uuids(), st.uuids())
+def test_a_services_own_uuid_lease_ids_are_one_shape(first, second):
+    said = "c1 starts work under {}, which the authority no longer recognises (expired at t=-2000)"
+    assert shape(said.format(first)) == shape(said.format(second)) == shape(said.format(str(first).upper()))

@@ -95,10 +95,14 @@ def cause_of(found: Sequence[str]) -> int:
     return next((i for i, invariant in enumerate(found) if names.get(invariant) == CAUSE), 0)
 
 
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+
+
 def shape(message: str) -> str:
     """A violation message with its particulars (numbers, leases, clients, times) blanked out: what
     violations of one kind have in common, for grouping them into signatures."""
     message = re.sub(r"\bL\d+\b", "L#", message)
+    message = _UUID.sub("#", message)  # a service's own lease ids (str(uuid4())): blanked whole, not digit by digit
     message = re.sub(r"\bc\d+(#\d+)?\b", "c#", message)
     message = re.sub(r"t=\d+(\.\d+)?m?s\b", "t=#", message)
     message = re.sub(r"\d+", "#", message)
