@@ -240,3 +240,43 @@ def test_an_exception_raised_into_the_hold_as_it_begins_leaves_ctrl_c_unblocked(
             pass
     monkeypatch.undo()
     assert real(signal.SIG_BLOCK, []) == before and signal.SIGINT not in before
+
+
+def test_a_second_signal_arriving_anywhere_in_the_first_ones_handler_is_noted_once_and_hangs_nothing(monkeypatch):
+    # A SIGTERM reaches a campaign twice (its process group's, and the one the supervisor passes on), and Python
+    # runs the second handler at whatever bytecode the first has reached. Every such moment is tried in turn:
+    # a lock held there by the first would hang the second for good, and the supervisor would kill dst.
+    import sys
+    import threading
+
+    from dst.explore import pool
+
+    told: list[str] = []
+    monkeypatch.setattr(pool, "stopping", lambda: told.append("stop"))
+    moment = 0
+    while True:
+        stop, events = pool.StopRequest(), [0]
+
+        def second_signal_here(frame, event, arg):
+            events[0] += 1
+            if events[0] == moment:
+                sys.settrace(None)
+                stop(signal.SIGINT, None)
+            return second_signal_here
+
+        def first_signal() -> None:
+            sys.settrace(second_signal_here)
+            stop(signal.SIGTERM, None)
+            sys.settrace(None)
+
+        told.clear()
+        handled = threading.Thread(target=first_signal, daemon=True)
+        handled.start()
+        handled.join(timeout=5)
+        assert not handled.is_alive(), f"the second signal hung the handler at trace event {moment}"
+        assert stop.is_set() and told == ["stop"]
+        assert stop.signum in (signal.SIGTERM, signal.SIGINT)  # one is noted, whichever counted first
+        if moment > events[0]:
+            break  # every moment of the first handler has had a second signal in it
+        moment += 1
+    assert moment > 2  # the handler ran a few traced steps, each tried

@@ -107,7 +107,7 @@ def dst_fuzz(args: argparse.Namespace) -> int:
 def _recorder(args: argparse.Namespace, scenarios: tuple[Scenario, ...], request: StopRequest) -> Recorder:
     """What writes the campaign's findings, in a folder that can take them (said now, not after the minimizing)."""
     recorder = Recorder(Path(args.findings), scenarios, candidates=args.shrink_candidates, use_swarm=args.swarm,
-                        stop_on_first=args.stop_on_first, stopped=request.event.is_set, on_error=error)
+                        stop_on_first=args.stop_on_first, stopped=request.is_set, on_error=error)
     ready(recorder.directory)
     return recorder
 

@@ -210,7 +210,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
         exhausted = False
         while True:
             while not exhausted and len(pending) < 2 * workers and (deadline is None or clock() < deadline):
-                if stop is not None and stop.event.is_set():
+                if stop is not None and stop.is_set():
                     raise stop.interrupt()  # a signal noted while this process minimized: no new chunk
                 chunk: list[tuple[int, int]] = []
                 while len(chunk) < _CHUNK:
@@ -228,7 +228,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
             if not pending:
                 return
             while True:
-                if stop is not None and stop.event.is_set():
+                if stop is not None and stop.is_set():
                     raise stop.interrupt()  # here, where no lock of the pool is held
                 if pending[0].done():
                     break
@@ -238,7 +238,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
             try:
                 outcomes, cut = pending[0].result()
             except BrokenProcessPool:
-                if stop is not None and stop.event.is_set():  # the signal reached the workers first
+                if stop is not None and stop.is_set():  # the signal reached the workers first
                     raise stop.interrupt() from None
                 if executor is not None:
                     raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import itertools
 import multiprocessing
 import multiprocessing.process
 import os
@@ -10,7 +11,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -26,16 +26,23 @@ class Terminated(KeyboardInterrupt):
 
 class StopRequest:
     """A signal handler for a campaign on a pool: it only notes the signal, and the campaign stops at its
-    next safe point (raising from the handler could land inside the pool's own locking and hang it)."""
+    next safe point (raising from the handler could land inside the pool's own locking and hang it).
+
+    It takes no lock: a second signal can run the handler again in the middle of the first (a SIGTERM comes
+    twice, from the process group and from the supervisor), and a lock taken by the first would hang both."""
 
     def __init__(self) -> None:
-        self.event = threading.Event()
         self.signum = 0
+        self._calls = itertools.count()  # next() is one C call, which no handler can cut: the first call is known
 
     def __call__(self, signum: int, frame: object) -> None:
-        self.signum = signum
-        self.event.set()
-        stopping()  # the models run in the workers: what is left here is dst's own stopping
+        if next(self._calls) == 0:
+            self.signum = signum
+            stopping()  # the models run in the workers: what is left here is dst's own stopping
+
+    def is_set(self) -> bool:
+        """Whether a signal has been noted."""
+        return bool(self.signum)
 
     def interrupt(self) -> KeyboardInterrupt:
         return Terminated() if self.signum == signal.SIGTERM else KeyboardInterrupt()
