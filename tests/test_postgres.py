@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import subprocess
 import sys
@@ -125,6 +126,33 @@ def test_the_server_reads_the_virtual_clock() -> None:
         assert epoch == (aio.VIRTUAL_EPOCH_MS + 5000) / 1000  # 2026-01-01T00:00:05Z
         assert now == stmt == clock == xact == now2  # now() is the transaction's start, in virtual time
         assert (stmt2 - stmt).total_seconds() == 2.0  # a statement's own moment moves with the virtual clock
+    finally:
+        db.close()
+
+
+def test_current_timestamp_and_its_kin_read_the_virtual_clock_in_queries_and_in_defaults() -> None:
+    # SQL's clock keywords are not functions: the search path does not reach them. A schema's DEFAULT (made
+    # once, in the template) and DDL a service sends itself read dst's clock as now() does.
+    db = stores.postgres.Server("pg", schema="CREATE TABLE seen (id int, at timestamptz DEFAULT CURRENT_TIMESTAMP);")
+    try:
+        async def main() -> list[Any]:
+            con = await asyncpg.connect(db.dsn)
+            await con.execute("ALTER TABLE seen ADD COLUMN day date DEFAULT CURRENT_DATE")  # a simple Query
+            await asyncio.sleep(5.6)
+            async with con.transaction():
+                row = await con.fetchrow(  # a Parse: the extended protocol
+                    "SELECT now(), CURRENT_TIMESTAMP, current_timestamp(0), current_timestamp(1), LOCALTIMESTAMP, "
+                    "localtime(0), 'CURRENT_TIMESTAMP', \"current_date\" FROM (SELECT 1 AS current_date) t")
+                await con.execute("INSERT INTO seen (id) VALUES (1)")
+                inserted = await con.fetchrow("SELECT at, day FROM seen")
+            return [*row, *inserted]
+
+        (now, current, whole, tenth, local, local_time, literal, column, at, day) = simulated(main())
+        start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+        assert now == current == at == start + datetime.timedelta(seconds=5.6)
+        assert (whole, tenth) == (start + datetime.timedelta(seconds=6), now)  # a precision rounds, as PostgreSQL's
+        assert local == now.replace(tzinfo=None) and local_time == datetime.time(0, 0, 6)  # the session is in UTC
+        assert (literal, column, day) == ("CURRENT_TIMESTAMP", 1, datetime.date(2026, 1, 1))
     finally:
         db.close()
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ....sandbox import real
+from .clockwords import virtual_time
 from .wire import Control, PgError, literal
 
 _monotonic = real(time.monotonic)
@@ -51,15 +52,16 @@ CREATE FUNCTION dst_clock.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOL
 CREATE FUNCTION dst_clock.timeofday() RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE AS
   $$SELECT to_char(dst_clock.clock_timestamp(), 'Dy Mon DD HH24:MI:SS.US YYYY TZ')$$;
 CREATE FUNCTION dst_clock."current_timestamp"(p integer DEFAULT 6) RETURNS timestamptz LANGUAGE sql STABLE
-  PARALLEL SAFE AS $$SELECT date_trunc('microseconds', dst_clock.now())::timestamptz(6)$$;
+  PARALLEL SAFE AS $$SELECT CASE WHEN p >= 6 THEN date_trunc('microseconds', dst_clock.now())
+    ELSE to_timestamp(round(extract(epoch FROM dst_clock.now()), greatest(p, 0))) END$$;
 CREATE FUNCTION dst_clock."localtimestamp"(p integer DEFAULT 6) RETURNS timestamp LANGUAGE sql STABLE
-  PARALLEL SAFE AS $$SELECT dst_clock.now()::timestamp$$;
+  PARALLEL SAFE AS $$SELECT dst_clock."current_timestamp"(p)::timestamp$$;
 CREATE FUNCTION dst_clock."current_date"() RETURNS date LANGUAGE sql STABLE PARALLEL SAFE AS
   $$SELECT dst_clock.now()::date$$;
 CREATE FUNCTION dst_clock."current_time"(p integer DEFAULT 6) RETURNS timetz LANGUAGE sql STABLE PARALLEL SAFE AS
-  $$SELECT dst_clock.now()::timetz$$;
+  $$SELECT dst_clock."current_timestamp"(p)::timetz$$;
 CREATE FUNCTION dst_clock."localtime"(p integer DEFAULT 6) RETURNS time LANGUAGE sql STABLE PARALLEL SAFE AS
-  $$SELECT dst_clock.now()::time$$;
+  $$SELECT dst_clock."current_timestamp"(p)::time$$;
 """
 SEARCH_PATH = "dst_clock, pg_catalog"  # then the session's own ("$user", public by default)
 
@@ -189,7 +191,7 @@ class Postmaster:
             try:
                 setup.query(CLOCK_SQL)
                 if schema.strip():
-                    setup.query(f"SET search_path = {SEARCH_PATH}, public; {schema}")
+                    setup.query(f"SET search_path = {SEARCH_PATH}, public; {virtual_time(schema)}")
             except PgError as e:
                 setup.close()
                 self.control.query(f"DROP DATABASE IF EXISTS {name}")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..servers import forget_crash
 from . import wire
+from .clockwords import virtual_time
 
 if TYPE_CHECKING:
     from ...loop import Loop, Process
@@ -208,7 +209,7 @@ class Link(asyncio.Transport):
             if len(carry) < end:
                 break
             self._sent(kind, carry, at + 5, end)
-            out += carry[at:end]
+            out += _clocked(kind, carry[at:end]) if kind in (0x51, 0x50) else carry[at:end]
             at = end
         del carry[:at]
         return bytes(out)
@@ -364,3 +365,19 @@ class Link(asyncio.Transport):
     def _forget_crash(self) -> None:
         crash_list, self.crash_list = self.crash_list, None
         forget_crash(crash_list, self.die)
+
+
+def _clocked(kind: int, message: bytearray) -> bytes:
+    """A Query or Parse message whose SQL has its clock keywords calling dst's clock (the trace keeps the text
+    the client sent)."""
+    body = bytes(message[5:])
+    start = 0 if kind == 0x51 else body.index(0) + 1  # Parse: the statement's name first
+    end = body.index(0, start)
+    try:
+        sql = body[start:end].decode()
+    except UnicodeDecodeError:  # the server will say what is wrong with it
+        return bytes(message)
+    clocked = virtual_time(sql)
+    if clocked == sql:
+        return bytes(message)
+    return wire.message(bytes((kind,)), body[:start] + clocked.encode() + body[end:])
