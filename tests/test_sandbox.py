@@ -433,3 +433,19 @@ def test_an_import_that_failed_fails_again_without_a_search_and_the_path_finder_
         assert searched.count("dst_no_such_module") == 2
         import json.decoder  # noqa: F401  (what exists is found as ever)
     assert sys.meta_path == before
+
+
+def test_package_metadata_is_found_in_a_sandbox_when_the_importlib_metadata_backport_came_first():
+    # The backport deletes the stdlib path finder's find_distributions when it is imported (a cluster's dask
+    # imports it before any run); redis asks for its own version at import, inside the sandbox's import finder.
+    import subprocess
+    import sys
+
+    pytest.importorskip("importlib_metadata")
+    code = ("import importlib_metadata, importlib.metadata\n"
+            "from dst.sandbox.imports import forgetting, remembering\n"
+            "saved = remembering()\n"
+            "print(importlib_metadata.version('attrs') == importlib.metadata.version('attrs') != '')\n"
+            "forgetting(saved)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr

@@ -18,10 +18,11 @@ _missed: set[tuple[str, tuple[str, ...]]] = set()
 
 
 class _RememberingPathFinder:
-    """:class:`importlib.machinery.PathFinder`, remembering its misses."""
+    """:class:`importlib.machinery.PathFinder`, remembering its misses. What else is asked of it is the path
+    finder's own, as the path finder has it now: the ``importlib_metadata`` backport deletes the path finder's
+    ``find_distributions`` when it is imported, and a copy of it here would then fail."""
 
-    @staticmethod
-    def find_spec(name: str, path: Sequence[str] | None = None, target: Any = None) -> ModuleSpec | None:
+    def find_spec(self, name: str, path: Sequence[str] | None = None, target: Any = None) -> ModuleSpec | None:
         key = (name, tuple(sys.path if path is None else path))
         if key in _missed:
             return None
@@ -30,21 +31,22 @@ class _RememberingPathFinder:
             _missed.add(key)
         return spec
 
-    @staticmethod
-    def invalidate_caches() -> None:
+    def invalidate_caches(self) -> None:
         _missed.clear()
         PathFinder.invalidate_caches()
 
-    @staticmethod
-    def find_distributions(*args: Any, **kwargs: Any) -> Any:
-        return PathFinder.find_distributions(*args, **kwargs)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(PathFinder, name)
+
+
+_REMEMBERING = _RememberingPathFinder()
 
 
 def remembering() -> tuple[int, Any] | None:
     """Put the remembering finder in the path finder's place; returns how to put it back (None: no path finder)."""
     for i, finder in enumerate(sys.meta_path):
         if finder is PathFinder:
-            sys.meta_path[i] = _RememberingPathFinder
+            sys.meta_path[i] = _REMEMBERING
             return i, finder
     return None
 
@@ -54,9 +56,9 @@ def forgetting(saved: tuple[int, Any] | None) -> None:
     if saved is None:
         return
     i, finder = saved
-    if i < len(sys.meta_path) and sys.meta_path[i] is _RememberingPathFinder:
+    if i < len(sys.meta_path) and sys.meta_path[i] is _REMEMBERING:
         sys.meta_path[i] = finder
     else:  # moved by someone else meanwhile: put it back wherever ours is now
         for j, entry in enumerate(sys.meta_path):
-            if entry is _RememberingPathFinder:
+            if entry is _REMEMBERING:
                 sys.meta_path[j] = finder

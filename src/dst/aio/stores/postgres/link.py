@@ -209,7 +209,10 @@ class Link(asyncio.Transport):
             if len(carry) < end:
                 break
             self._sent(kind, carry, at + 5, end)
-            out += _clocked(kind, carry[at:end]) if kind in (0x51, 0x50) else carry[at:end]
+            if kind in (0x51, 0x50) and virtual_time(self.text) != self.text:  # the text _sent just read
+                out += _clocked(kind, carry[at:end])
+            else:
+                out += carry[at:end]
             at = end
         del carry[:at]
         return bytes(out)
@@ -377,7 +380,4 @@ def _clocked(kind: int, message: bytearray) -> bytes:
         sql = body[start:end].decode()
     except UnicodeDecodeError:  # the server will say what is wrong with it
         return bytes(message)
-    clocked = virtual_time(sql)
-    if clocked == sql:
-        return bytes(message)
-    return wire.message(bytes((kind,)), body[:start] + clocked.encode() + body[end:])
+    return wire.message(bytes((kind,)), body[:start] + virtual_time(sql).encode() + body[end:])
