@@ -37,6 +37,7 @@ def test_the_service_knows_nothing_of_dst():
         assert not re.search(r"^\s*(import|from)\s+dst\b", path.read_text(), re.M), path
 
 
+@pytest.mark.slow
 def test_the_default_scenario_runs_clean_and_gives_the_same_bytes_twice():
     scenario = load_scenario(str(EXAMPLE / "scenarios" / "default.toml"))
     first, second = run(scenario, 1), run(scenario, 1)
@@ -109,6 +110,7 @@ def test_a_holder_paused_after_its_renewal_was_answered_asks_again_before_workin
     assert result.ok, result.violation
 
 
+@pytest.mark.slow
 def test_one_seed_gives_the_same_bytes_in_a_fresh_process_with_another_hash_seed():
     import json
     import os
@@ -125,6 +127,7 @@ def test_one_seed_gives_the_same_bytes_in_a_fresh_process_with_another_hash_seed
     assert digests == {run(load_scenario(scenario), 3).digest}
 
 
+@pytest.mark.slow
 def test_a_reaper_that_deletes_a_just_renewed_lease_is_caught_at_the_delete_and_releases_are_not():
     from dst.runner.swarm import swarm
 
@@ -140,6 +143,7 @@ def test_a_reaper_that_deletes_a_just_renewed_lease_is_caught_at_the_delete_and_
         assert any(" removed (" in text for _, _, kind, text in correct.trace if kind == "store")
 
 
+@pytest.mark.slow
 def test_every_shipped_scenario_of_a_default_campaign_has_a_command_that_runs_its_seed_again(capsys):
     import json
 

@@ -47,6 +47,7 @@ def refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, toml: str) -> st
 
 # --- the correct model is never accused ------------------------------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, derandomize=True)  # the same 15 scenarios every run: a bounded cost
 @given(st.randoms(use_true_random=False))
 def test_the_correct_model_passes_every_scenario_drawn_from_the_whole_key_space(rnd: random.Random) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "api.md"
 
@@ -13,6 +15,7 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", PAGE.read_text(), re.S)
 
 
+@pytest.mark.slow
 def test_every_example_runs_in_order_and_prints_what_the_page_shows(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # whatever an example writes lands here
     namespace: dict[str, object] = {"__name__": "api_md"}
@@ -30,6 +33,7 @@ def test_every_example_runs_in_order_and_prints_what_the_page_shows(tmp_path, mo
             assert any(line.startswith(head) for line in printed.splitlines()), head
 
 
+@pytest.mark.slow
 def test_the_examples_type_check_under_mypy_strict(mypy, tmp_path):
     """A typed use of run, fuzz, shrink, replay and plans, as a user's strict mypy sees it."""
     (tmp_path / "examples.py").write_text("\n".join(_blocks("python")))
@@ -37,6 +41,7 @@ def test_the_examples_type_check_under_mypy_strict(mypy, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_the_readme_python_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     readme = (ROOT / "README.md").read_text()

@@ -192,6 +192,7 @@ drawn_scenarios = st.randoms(use_true_random=False).map(lambda rnd: scenario_doc
 
 # --- scenario files ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), base=drawn_scenarios, as_json=st.booleans())
 def test_broken_scenario_keys(capsys: pytest.CaptureFixture[str], data: st.DataObject, base: dict[str, Any],
@@ -317,6 +318,7 @@ def command_lines(draw: st.DrawFn, folder: Path) -> list[str]:
     return argv + BOUNDS.get(command, [])
 
 
+@pytest.mark.slow
 @settings(SETTINGS, max_examples=60)
 @given(data=st.data())
 def test_hostile_command_lines(capsys: pytest.CaptureFixture[str], data: st.DataObject) -> None:

@@ -55,6 +55,7 @@ def dst(folder: Path, *args: str, timeout: float = 120, **options: object) -> su
                           timeout=timeout, **options)  # type: ignore[call-overload]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_model_that_ends_its_process_on_some_seeds_is_their_model_error_and_the_campaign_reports(models, workers):
     done = dst(models, "fuzz", "--model", "exits_sometimes:model", "--count", "24", "--no-findings", "--workers",
@@ -72,6 +73,7 @@ def test_a_model_that_ends_the_process_as_it_is_imported_gets_one_line(models):
                                                 "had finished: a model must not exit (os._exit, or a C library's exit)"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_dst_within_its_grace_even_if_the_model_swallows_every_interrupt(models):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(models), *sys.path])}
     process = subprocess.Popen([sys.executable, "-m", "dst", "run", "--seed", "1", "--model", "swallows_everything:model"],
@@ -86,6 +88,7 @@ def test_ctrl_c_ends_dst_within_its_grace_even_if_the_model_swallows_every_inter
     assert err.strip().splitlines()[-1] == "dst: interrupted; the model's code did not stop within 2 s, and its process was killed"
 
 
+@pytest.mark.slow
 def test_a_campaign_whose_model_blocks_in_c_ends_within_its_time_budget_and_reports(models):
     began = time.monotonic()
     done = dst(models, "fuzz", "--model", "blocks_in_c:model", "--time-budget", "3s", "--no-findings",
@@ -99,6 +102,7 @@ def _limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))  # 1.5 GiB: a MemoryError soon, not a swapping machine
 
 
+@pytest.mark.slow
 def test_a_model_that_runs_out_of_memory_is_a_model_error_and_the_campaign_reports(models):
     done = dst(models, "fuzz", "--model", "allocates:model", "--count", "4", "--no-findings", "--workers", "1",
                "--json", preexec_fn=_limited)

@@ -203,6 +203,7 @@ def test_the_recipe_pins_this_dst_by_its_distribution_name_and_uses_current_acti
                 assert int(major) >= first_on_node_24[action], (workflow.name, action, major)
 
 
+@pytest.mark.slow
 def test_the_recipe_runs_in_a_throwaway_repository_with_an_adapter_of_its_own(tmp_path):
     """The recipe's commands, run as its jobs would run them in a user's repository: the user's adapter and
     scenario, shards that write reports and findings, a merge, the findings replayed as tests. (The install

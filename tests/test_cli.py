@@ -236,6 +236,7 @@ def test_a_shipped_scenario_runs_by_its_name(capsys: pytest.CaptureFixture[str])
     assert code == 1 and data["scenario"] == "double-release" and data["bugs"] == ["double-release"]
 
 
+@pytest.mark.slow
 def test_fuzz_with_no_scenario_runs_the_default_campaign_over_every_shipped_scenario(capsys) -> None:
     code, out, _ = run_cli(capsys, "fuzz", "--count", "60", "--bug", "no-redelivery", "--no-findings", "--json",
                            "--workers", "1")

@@ -60,6 +60,7 @@ def fuzz(argv: list[str], capsys: pytest.CaptureFixture[str],
     return code, report
 
 
+@pytest.mark.slow
 def test_a_cluster_campaign_reports_exactly_what_one_local_worker_does(scheduler, capsys):
     on_cluster = fuzz(["--seeds", "1:200", "--cluster", scheduler], capsys)
     local = fuzz(["--seeds", "1:200", "--workers", "1"], capsys)
@@ -135,6 +136,7 @@ def test_cluster_and_workers_together_are_a_usage_error(capsys):
     assert "--cluster and --workers" in err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals as a terminal and a CI job send them")
 @pytest.mark.parametrize("how, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_a_cluster_campaign_keeping_the_seeds_done_in_order(scheduler, how, code, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+import pytest
 
 from dst.runner import run
 
@@ -11,6 +12,7 @@ def _violations(scenario, seeds):
     return [(seed, r.violation.invariant, r.violation.message) for seed in seeds if not (r := run(scenario, seed)).ok]
 
 
+@pytest.mark.slow
 def test_no_violation_over_500_seeds_of_the_default_scenario(default_scenario):
     assert _violations(default_scenario, range(1, 501)) == []
 

@@ -133,6 +133,7 @@ def test_dst_knows_situations_of_its_own_and_the_model_adds_its_own() -> None:
 
 # --- the campaign's page ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_show_draws_a_campaign_report_with_what_it_never_reached(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from conftest import chromium_or_skip

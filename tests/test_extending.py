@@ -127,6 +127,7 @@ def finding(root: Path, printed: str) -> dict:
     return tomllib.loads((root / path[1]).read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_a_fault_kind_is_one_record_accepted_generated_applied_and_counted_in_both_modes(checkout):
     session = add_example(checkout, "fault-kind")
     changed = changed_files(checkout)
@@ -137,6 +138,7 @@ def test_a_fault_kind_is_one_record_accepted_generated_applied_and_counted_in_bo
     assert sorted(step["action"] for step in steps) == ["acquire", "isolate"]
 
 
+@pytest.mark.slow
 def test_an_invariant_is_one_unit_listed_checked_and_broken_by_the_bug_it_exists_for(checkout):
     session = add_example(checkout, "invariant")
     changed = changed_files(checkout)
@@ -148,6 +150,7 @@ def test_an_invariant_is_one_unit_listed_checked_and_broken_by_the_bug_it_exists
     assert before.returncode == 0 and "no violation" in before.stdout  # the run no other invariant objects to
 
 
+@pytest.mark.slow
 def test_a_catalogue_bug_is_three_files_found_by_selftest_and_its_correct_form_never_accused(checkout):
     session = add_example(checkout, "bug")
     changed = changed_files(checkout)
@@ -159,6 +162,7 @@ def test_a_catalogue_bug_is_three_files_found_by_selftest_and_its_correct_form_n
     assert found["bugs"] == ["deadline-from-receipt"] and found["finding"]["invariant"] == "single-executor"
 
 
+@pytest.mark.slow
 def test_your_own_service_runs_with_no_file_of_dst_changed(checkout):
     session = add_example(checkout, "adapter", YOUR_SERVICE, DOC)  # your-service.md's adapter, this doc's commands
     assert (checkout / "my_limiter.py").is_file()

@@ -152,6 +152,7 @@ def test_dst_shrink_writes_a_finding(tmp_path, capsys):
     assert main(["replay", summary["path"], "--quiet"]) == 0
 
 
+@pytest.mark.slow
 def test_dst_fuzz_writes_one_finding_per_new_signature(tmp_path, capsys):
     argv = ["fuzz", "--scenario", "scenarios/fallback-release.toml", "--count", "12", "--workers", "1",
             "--findings", str(tmp_path), "--json"]
@@ -278,6 +279,7 @@ def test_a_finding_with_an_emoji_in_every_string_replays_and_is_written_once(tmp
     assert oct(first.path.stat().st_mode & 0o777) == "0o644"
 
 
+@pytest.mark.slow
 def test_two_campaigns_writing_one_folder_at_once_write_each_signature_once(tmp_path):
     import subprocess
     import sys

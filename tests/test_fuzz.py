@@ -22,6 +22,7 @@ from dst.reference.bugs import CATALOGUE, KNOWN_BUGS
 BREAKS = {bug.slug: bug.breaks for bug in CATALOGUE}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slug", KNOWN_BUGS)
 def test_the_fuzzer_finds_each_bug_within_a_small_budget(slug):
     row = find_bug(slug, max_seeds=150, seconds=60, use_swarm=True, workers=1)
@@ -131,6 +132,7 @@ def test_bad_fuzz_and_selftest_flags_exit_2_with_one_line(argv, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_dst_selftest_on_a_subset(capsys):
     code = main(["selftest", "--bug", "anonymous-release", "--bug", "stale-check-increment", "--clean-seeds", "20",
                  "--workers", "1", "--json"])
@@ -141,6 +143,7 @@ def test_dst_selftest_on_a_subset(capsys):
     assert [c["seeds"] for c in report["clean"]] == [20, 20]
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_campaign_cleanly_and_prints_the_summary_so_far(tmp_path):
     import signal
     import subprocess

@@ -49,6 +49,7 @@ def without_wall_clock(report: dict[str, Any]) -> dict[str, Any]:
     (CAMPAIGN, (1, 2, 3, 5)),
     (["--scenario", "no-cancel-tombstone", "--seeds", "15:31"], (3,)),  # seed 21 ends undrained: unjudged joins
 ])
+@pytest.mark.slow
 def test_merging_the_shards_gives_the_unsharded_report(argv, counts, capsys, tmp_path):
     whole = fuzz(capsys, argv)
     assert len(whole["signatures"]) >= 1 and whole["invariants"]

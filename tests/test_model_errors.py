@@ -84,6 +84,7 @@ def fuzz_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_a_handler_that_raises_on_some_seeds_is_counted_the_campaign_goes_on_and_the_finding_replays(models, capsys):
     code, report = fuzz_json(capsys, "--model", "raises_sometimes:model", "--count", "60")
     assert code == EXIT_MODEL_ERROR
@@ -180,6 +181,7 @@ def test_an_asyncio_handler_that_never_awaits_is_stopped_by_the_watchdog(short_s
                     result.violation.message)
 
 
+@pytest.mark.slow
 def test_a_time_budget_ends_a_campaign_whose_handler_never_returns(models):
     # Past the deadline, the watchdog stops a run that stands still for STALL_PAST_DEADLINE, not STALL_SECONDS.
     began = time.monotonic()
@@ -203,6 +205,7 @@ def test_a_thread_started_by_the_build_is_refused_and_dst_exits_without_waiting_
     assert "dst: note: the model left 1 thread(s) running (left-behind); dst exits without them" in done.stderr
 
 
+@pytest.mark.slow
 def test_merge_tells_model_errors_apart_from_violations(models, capsys):
     for name, args, code in (("a.json", ["--model", "raises_sometimes:model", "--count", "40"], EXIT_MODEL_ERROR),
                              ("b.json", ["--scenario", "double-release", "--count", "3"], EXIT_VIOLATION)):

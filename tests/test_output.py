@@ -169,6 +169,7 @@ def test_an_ascii_only_terminal_gets_escapes(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stderr == b""
 
 
+@pytest.mark.slow
 def test_piped_output_is_not_padded_and_follows_columns() -> None:
     """Piped, a table's rows end where their text does (rich pads them to the console's width), and
     COLUMNS, when set, is the width long lines wrap at."""

@@ -204,6 +204,7 @@ def test_a_restart_ends_every_connection_and_keeps_what_committed() -> None:
         db.close()
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_trace_here_and_in_a_fresh_process() -> None:
     path = os.path.join(ROOT, "examples", "pg_limits", "scenarios", "read-then-write.toml")
     scenario = load_scenario(path)

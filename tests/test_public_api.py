@@ -7,6 +7,8 @@ import subprocess
 import sys
 from importlib import import_module
 
+import pytest
+
 import dst
 
 
@@ -130,6 +132,7 @@ def test_dst_bugs_lists_every_slug_with_its_story(capsys):
         assert bug.slug in out and bug.story and bug.story[:40] in out.replace("\n", " "), bug.slug
 
 
+@pytest.mark.slow
 def test_a_star_import_of_dst_type_checks_under_mypy_strict(mypy, tmp_path):
     # Type checkers read the "as" imports, not __all__ (a computed one would export nothing to them).
     (tmp_path / "star.py").write_text("from dst import *\n\nresult: RunResult = run(load_scenario(), 1)\n"

@@ -33,6 +33,7 @@ def test_the_findings_are_two_executions_and_work_under_a_lapsed_claim() -> None
     assert all(read(path).invariant == "single-executor" for path in FINDINGS)
 
 
+@pytest.mark.slow
 def test_a_task_whose_worker_is_not_paused_runs_once_and_is_acknowledged() -> None:
     finding = read(FINDINGS[0])
     steps = tuple(step for step in finding.scenario.steps or () if step.action != "pause")

@@ -289,6 +289,7 @@ def test_show_says_a_folder_it_cannot_write_in_one_line(tmp_path, capsys):
 
 # --- the page in a real browser -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_page_in_headless_chromium(tmp_path, capsys):
     sync_playwright, chromium = chromium_or_skip()
     page_file = tmp_path / "page.html"

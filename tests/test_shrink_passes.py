@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import attrs
+import pytest
 
 from dst.explore.follow import reaimed, retimed
 from dst.explore.shrink import _folded, shrink
@@ -89,6 +90,7 @@ def test_folding_a_client_moves_its_faults_onto_the_other_and_keeps_the_struck_j
     assert _folded(steps, "c1", "c2") == [steps[1], steps[2]]  # c1 had no fault: its job just goes
 
 
+@pytest.mark.slow
 def test_a_stale_write_on_two_seats_shrinks_to_one_seat_without_the_holder_of_the_other() -> None:
     # Seed 25 of the default scenario finds the unfenced write with a third client keeping the other seat of a
     # limit of 2 busy; lowering the limit alone has that client block the others. A seat and that client go
@@ -104,6 +106,7 @@ def test_a_stale_write_on_two_seats_shrinks_to_one_seat_without_the_holder_of_th
     assert any(p.name == "fewer_seats" and p.kept for p in shrunk.passes)
 
 
+@pytest.mark.slow
 def test_steps_move_earlier_by_whole_periods_of_the_reaper_so_they_keep_their_place_among_its_ticks() -> None:
     # The SQLite example's reaper-without-recheck needs the holder's late renewal to land between the reaper's read
     # and its delete, so the steps' phase against the reaper's ticks (every 2 s) matters. Closing the gap before the

@@ -111,6 +111,7 @@ def test_a_terminated_campaign_leaves_no_temp_file_of_a_model_behind(tmp_path, p
     assert wait_for(lambda: not any(temp.iterdir()), 10), sorted(p.name for p in temp.iterdir())
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_process_group_while_findings_are_written_ends_cleanly(tmp_path):
     """A cancelled CI job sends SIGTERM to the whole group while the campaign minimizes what it found: the
     workers die first, the minimizing in hand ends with its smallest plan so far, and the campaign still

@@ -42,6 +42,7 @@ def test_nothing_in_dst_knows_the_example_and_the_example_uses_only_the_public_s
                 assert node.module in allowed, f"{path.name} imports {node.module}"
 
 
+@pytest.mark.slow
 def test_its_default_scenario_runs_clean_through_the_cli(capsys):
     scenario = str(EXAMPLE / "scenarios" / "default.toml")
     assert main(["run", "--scenario", scenario, "--seed", "1", "--json"]) == 0

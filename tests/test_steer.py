@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -117,6 +118,7 @@ def test_an_aimed_seed_runs_again_from_its_command(capsys) -> None:
     assert json.loads(capsys.readouterr().out)["trace_digest"] == result.digest
 
 
+@pytest.mark.slow
 def test_a_steered_campaign_gives_the_same_outcomes_on_any_number_of_workers() -> None:
     # Four of the default campaign's scenarios: blocks of 16 seeds, so 112 seeds are seven blocks, five of them
     # weighed on what the blocks before them reached, while chunks of seeds are in flight in the pool.

@@ -25,6 +25,7 @@ from dst.strategies import SETTINGS, plans, scenarios
 QUICK = settings(SETTINGS, derandomize=True, database=None)  # the same search every time (and so no database)
 
 
+@pytest.mark.slow
 def test_the_readme_example_finds_a_catalogue_bug_shrinks_it_and_saves_a_finding_that_replays(tmp_path):
     scenario = dst.load_scenario("double-release")
     tried: list[tuple[dst.Step, ...]] = []
@@ -84,6 +85,7 @@ def _loads_back(scenario: dst.Scenario, plan: tuple[dst.Step, ...]) -> tuple[dst
     return parse_scenario(scenario_to_doc(attrs.evolve(scenario, steps=plan)), "<drawn plan>").steps
 
 
+@pytest.mark.slow
 @settings(QUICK, max_examples=100)
 @given(data=st.data(), name=st.sampled_from(embedded_scenarios()))
 def test_every_drawn_plan_is_valid_and_the_correct_model_passes_it(data, name):

@@ -50,6 +50,7 @@ def _terminate(says_so: bool, stop_s: float) -> tuple[int, str, str, float]:
         proc.kill()
 
 
+@pytest.mark.slow
 def test_a_child_that_says_it_is_stopping_gets_the_time_to_report():
     code, out, err, _ = _terminate(says_so=True, stop_s=3.0)  # longer than GRACE
     assert (code, out, err) == (143, "report\n", "")

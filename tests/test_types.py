@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -20,6 +22,7 @@ def _checked(mypy: Any, tmp_path: Path, code: str, *flags: str) -> subprocess.Co
     return mypy(tmp_path / "example.py", *flags)
 
 
+@pytest.mark.slow
 def test_mypy_sees_the_public_signatures(mypy, tmp_path):
     done = _checked(mypy, tmp_path, 'import dst\ndst.run(1, "x")\n')
     assert done.returncode == 1
@@ -70,6 +73,7 @@ model: sut.Model[None] = sut.Model(build)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_an_adapter_that_subclasses_service_and_one_of_the_asyncio_mode_pass_mypy_strict(mypy, tmp_path):
     # A subclass of sut.Service that defines only its handlers is concrete (crash has a real body), and an
     # asyncio adapter types against dst.aio as written in docs/asyncio.md.

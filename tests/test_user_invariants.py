@@ -287,6 +287,7 @@ def test_a_sometimes_never_true_and_a_reachable_never_reached_are_named_by_dst_r
     assert said["sometimes:c9-ran-a-job"]["true"] == 0 < said["sometimes:c9-ran-a-job"]["checked"]
 
 
+@pytest.mark.slow
 def test_a_campaign_lists_each_assertion_and_names_what_it_never_met(here: Path, capsys):
     model = adapter(here, "campaign_adapter")
     campaign = dst.fuzz(on(model), range(1, 9))
@@ -348,6 +349,7 @@ def test_every_false_always_is_reported_and_every_reported_one_was_false(plan: t
 
 # --- docs/invariants.md -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_example_of_the_docs_runs_and_prints_what_the_page_shows(here: Path, capsys):
     page = (ROOT / "docs" / "invariants.md").read_text()
     block = re.search(r"<!-- adapter: my_checks.py -->\n```python\n(.*?)```", page, re.S)

@@ -35,6 +35,7 @@ def thawed_after(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-de
     gc.unfreeze()  # this test process goes on: what was frozen for the forks is the collector's again
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario, model", EXAMPLES)
 def test_a_forked_seed_gives_the_bytes_of_a_cold_one(scenario, model, thawed_after):
     loaded = load_scenario(scenario, model=model)

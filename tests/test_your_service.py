@@ -184,6 +184,7 @@ def test_the_documented_adapter_is_under_80_lines():
     assert len(adapter_source().splitlines()) < 80
 
 
+@pytest.mark.slow
 def test_the_adapter_runs_and_its_correct_form_is_never_accused(home, capsys):
     code, out, _ = dst(capsys, "run", "--model", "my_limiter:model", "--seed", "1", "--json")
     data = json.loads(out)
@@ -196,6 +197,7 @@ def test_the_adapter_runs_and_its_correct_form_is_never_accused(home, capsys):
     assert code == 0 and json.loads(out)["violations"] == 0
 
 
+@pytest.mark.slow
 def test_the_adapters_bug_is_found_shrunk_replayed_and_guarded_by_pytest(home, capsys):
     code, out, _ = dst(capsys, "fuzz", "--model", "my_limiter:model", "--bug", "split-release", "--count", "60",
                        "--workers", "2", "--stop-on-first", "--json")
@@ -231,6 +233,7 @@ def test_the_adapter_is_deterministic_across_processes(home, capsys):
 
 # --- a package of one's own: options, generators, bug scenarios --------------------------------------
 
+@pytest.mark.slow
 def test_a_scenario_names_the_package_and_sets_its_options(home, capsys):
     (home / "locks.toml").write_text('[model]\nimpl = "acme.model:model"\nttl = "40s"\ntag = "other"\n')
     code, out, _ = dst(capsys, "run", "--scenario", "locks.toml", "--seed", "2", "--json")
@@ -239,6 +242,7 @@ def test_a_scenario_names_the_package_and_sets_its_options(home, capsys):
     assert code == 0 and json.loads(out)["violations"] == 0
 
 
+@pytest.mark.slow
 def test_the_packages_bug_scenario_is_found_by_selftest_and_its_finding_replays(home, capsys):
     code, out, _ = dst(capsys, "selftest", "--model", "acme.model:model", "--clean-seeds", "30", "--workers", "2",
                        "--findings", "findings", "--json")
