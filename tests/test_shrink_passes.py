@@ -11,7 +11,8 @@ import attrs
 import pytest
 
 from dst.explore.follow import reaimed, retimed
-from dst.explore.shrink import _folded, shrink
+from dst.explore.candidates import folded
+from dst.explore.shrink import shrink
 from dst.runner import run
 from dst.plan import make_step
 from dst.scenario import load_scenario, scripted
@@ -84,10 +85,10 @@ def test_folding_a_client_moves_its_faults_onto_the_other_and_keeps_the_struck_j
     steps = (make_step(1, 0, "c1", "acquire", limit="db", slots=1, work=10_000, writes=0),
              make_step(2, 5_000, "c2", "acquire", limit="db", slots=1, work=100_000, writes=0),
              make_step(3, 50_000, "c2", "crash"))
-    folded = _folded(steps, "c2", "c1")
-    assert [(s.id, s.actor, s.action) for s in folded] == [(1, "c1", "acquire"), (3, "c1", "crash")]
-    assert folded[0].arg("work") == 105_000  # until the job the crash struck would have ended
-    assert _folded(steps, "c1", "c2") == [steps[1], steps[2]]  # c1 had no fault: its job just goes
+    moved = folded(steps, "c2", "c1")
+    assert [(s.id, s.actor, s.action) for s in moved] == [(1, "c1", "acquire"), (3, "c1", "crash")]
+    assert moved[0].arg("work") == 105_000  # until the job the crash struck would have ended
+    assert folded(steps, "c1", "c2") == [steps[1], steps[2]]  # c1 had no fault: its job just goes
 
 
 @pytest.mark.slow

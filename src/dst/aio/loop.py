@@ -42,7 +42,8 @@ from ..sim.kernel import Kernel, Pause, StopRun
 from ..sim.schedule import Strategy
 from .tasks import NumberedFuture, NumberedTask, name_of
 from ..sandbox import VIRTUAL_EPOCH_MS as VIRTUAL_EPOCH_MS  # re-exported: the loop's wall clock reads it too
-from ..sandbox import _EXECUTOR, _PROCESSES, _SIGNALS, _SOCKETS, Refusal, refusal
+from ..sandbox import _EXECUTOR, Refusal, refusal
+from .refused import refuse_the_real
 
 T = TypeVar("T")
 
@@ -445,43 +446,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         return refused
 
 
-# What a simulated run cannot have: the loop's method -> what to use instead. Each is refused in one line that
-# names the call and the user's line that made it, and the run ends with it (even if the caller swallows it).
-_REFUSED: dict[str, tuple[bool, str]] = {  # name -> (a coroutine method, what to use instead)
-    "call_soon_threadsafe": (False, "no other thread runs here; use loop.call_soon"),
-    "set_default_executor": (False, _EXECUTOR),
-    "add_signal_handler": (False, _SIGNALS),
-    "add_reader": (False, _SOCKETS), "add_writer": (False, _SOCKETS),
-    **{name: (True, _SOCKETS) for name in (
-        "getaddrinfo", "getnameinfo", "create_connection", "create_server", "create_datagram_endpoint",
-        "create_unix_connection", "create_unix_server", "sock_connect", "sock_recv", "sock_recv_into",
-        "sock_recvfrom", "sock_sendall", "sock_sendto", "sock_accept", "sock_sendfile", "sendfile", "start_tls",
-        "connect_accepted_socket", "connect_read_pipe", "connect_write_pipe")},
-    "subprocess_exec": (True, _PROCESSES), "subprocess_shell": (True, _PROCESSES),
-}
-
-
-def _refusing(name: str, is_coroutine: bool, instead: str) -> Callable[..., Any]:
-    def refuse(self: Loop, *args: Any, **kwargs: Any) -> Any:
-        raise self._refused(f"loop.{name}()", instead)
-
-    async def refuse_awaited(self: Loop, *args: Any, **kwargs: Any) -> Any:
-        raise self._refused(f"loop.{name}()", instead)
-
-    chosen = refuse_awaited if is_coroutine else refuse
-    chosen.__name__ = name
-    return chosen
-
-
-for _name, (_awaited, _instead) in _REFUSED.items():
-    setattr(Loop, _name, _refusing(_name, _awaited, _instead))
-
-
-def _nothing(self: Loop, *args: Any) -> bool:
-    return False
-
-
-Loop.remove_reader = Loop.remove_writer = Loop.remove_signal_handler = _nothing
+refuse_the_real(Loop)
 
 
 def _quiet(unraisable: Any) -> None:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Any, Callable, Iterable, Iterator, cast
+from typing import Any, Callable, Iterable, cast
 
 import attrs
 
@@ -55,6 +55,7 @@ from ..sim.trace import parse_key, step_of
 from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
+from .candidates import client_death, folded, job_at, plainer, shorter_steps, what
 from .follow import followed
 
 
@@ -241,11 +242,11 @@ class Shrinker:
                 steps = self.best.steps or ()
                 if into == gone or not any(s.actor == gone for s in steps) or not any(s.actor == into for s in steps):
                     continue
-                self.consider(self.with_steps(_folded(steps, gone, into)))
+                self.consider(self.with_steps(folded(steps, gone, into)))
 
     def shorten(self) -> None:
         for index in range(len(self.best.steps or ())):
-            for candidate in _shorter_steps((self.best.steps or ())[index]):
+            for candidate in shorter_steps((self.best.steps or ())[index]):
                 current = list(self.best.steps or ())
                 if index < len(current):
                     current[index] = candidate
@@ -334,8 +335,8 @@ class Shrinker:
         run around it may need other steps to change too (a holder it waited behind, a time), so the moved plan
         need not violate on its own: a shrink of its own, on a small budget, looks for the smaller one."""
         plan = self.best.steps or ()
-        for death in (s for s in plan if _client_death(s)):
-            struck = _job_at(plan, death.actor, death.at)
+        for death in (s for s in plan if client_death(s)):
+            struck = job_at(plan, death.actor, death.at)
             if struck is None or struck.at == death.at:
                 continue
             moved = self.with_steps(attrs.evolve(s, at=struck.at) if s is death else s for s in plan)
@@ -353,7 +354,7 @@ class Shrinker:
                 return
 
     def plain_environment(self) -> None:
-        for change in _plainer(self.best):
+        for change in plainer(self.best):
             self.consider(change(self.best))
 
     def shrink(self) -> StopReason:
@@ -376,75 +377,12 @@ class Shrinker:
         p()
 
 
-def _folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
-    """``steps`` with client ``gone``'s faults moved to ``into`` and its jobs dropped; each of ``into``'s jobs
-    that began before a moved fault lasts at least until the job of ``gone`` it struck would have ended."""
-    lengthen: dict[int, int] = {}  # step id of a job of ``into`` -> the work it needs
-    for fault in (s for s in steps if s.actor == gone and _client_fault(s)):
-        struck, mine = _job_at(steps, gone, fault.at), _job_at(steps, into, fault.at)
-        if struck is not None and mine is not None:
-            end = struck.at + cast(int, struck.arg("work", 0))
-            lengthen[mine.id] = max(lengthen.get(mine.id, 0), end - mine.at)
-    out = []
-    for step in steps:
-        if step.actor == gone:
-            if _client_fault(step):
-                out.append(attrs.evolve(step, actor=into))
-        elif step.id in lengthen and lengthen[step.id] > cast(int, step.arg("work", 0)):
-            out.append(step.with_arg("work", lengthen[step.id]))
-        else:
-            out.append(step)
-    return out
-
-
-def _job_at(steps: tuple[Step, ...], actor: str, at: int) -> Step | None:
-    """The job ``actor`` was given last at or before ``at`` (the one a fault then strikes), if any."""
-    return max((s for s in steps if s.actor == actor and "work" in dict(s.args) and s.at <= at),
-               key=lambda s: s.at, default=None)
-
-
-def _client_death(step: Step) -> bool:
-    """A crash or restart of a client: it dies, and whatever it had asked for may be granted to no one."""
-    kind = fault_of(step)
-    return kind is not None and kind.target == "client" and kind.duration_arg is None and not kind.pinned
-
-
-def _client_fault(step: Step) -> bool:
-    """A scheduled fault that strikes a client (a crash, a pause, a partition): not a job, not a pinned fault."""
-    kind = fault_of(step)
-    return kind is not None and kind.target == "client" and not kind.pinned
-
-
-def _shorter_steps(step: Step) -> Iterator[Step]:
-    kinds = ACTIONS[step.action][1]
-    for name, value in step.args:
-        if kinds.get(name) == "duration" and isinstance(value, int) and value > 0:
-            for shorter in dict.fromkeys((0, value // 2, value - value % 1000)):
-                if shorter < value:
-                    yield step.with_arg(name, shorter)
-
-
-def _plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
-    """Simplifications of the environment, one at a time, in a fixed order."""
-    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, loss=0.0))
-    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, duplicate=0.0))
-    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, delay=0.0))
-    yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, latency=(sc.network.latency[0],) * 2))
-    yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_latency=(sc.model.store_latency[0],) * 2))
-    yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_slow=0.0))
-    yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
-
-
-def _what(step: Step) -> tuple[Any, ...]:
-    return step.action, step.arg("message"), step.arg("round_trip")
-
-
 def pin_draws(scenario: Scenario, result: RunResult) -> Scenario:
     """The same run with the faults its draws made written as steps, and no draw left to make more."""
     steps = scenario.steps or ()
     top = max((step.id for step in steps), default=0)
-    have = {_what(step) for step in steps}
-    fresh = [step for step in dict.fromkeys(result.drawn) if _what(step) not in have]
+    have = {what(step) for step in steps}
+    fresh = [step for step in dict.fromkeys(result.drawn) if what(step) not in have]
     pinned = tuple(attrs.evolve(step, id=top + i) for i, step in enumerate(fresh, 1))
     return no_draws(attrs.evolve(scenario, steps=sort_steps((scenario.steps or ()) + pinned)))
 
@@ -462,9 +400,9 @@ def _stamped(scenario: Scenario, result: RunResult) -> Scenario:
     """Each pinned fault labelled with the time it happened in ``result`` (the shrinking moved the rest)."""
     when: dict[tuple[Any, ...], int] = {}
     for step in result.drawn:
-        when.setdefault(_what(step), step.at)
+        when.setdefault(what(step), step.at)
     return attrs.evolve(scenario, steps=sort_steps(
-        step if not is_pinned(step) else attrs.evolve(step, at=when.get(_what(step), step.at)) for step in scenario.steps or ()))
+        step if not is_pinned(step) else attrs.evolve(step, at=when.get(what(step), step.at)) for step in scenario.steps or ()))
 
 
 def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, invariant: str | None = None, *,
