@@ -157,6 +157,29 @@ def test_current_timestamp_and_its_kin_read_the_virtual_clock_in_queries_and_in_
         db.close()
 
 
+def test_a_search_path_the_service_sets_keeps_the_virtual_clock() -> None:
+    # now() reads dst's clock because dst_clock is first on the path: a service that sets a path of its own (SET,
+    # set_config) keeps it there, and its tables are found as before.
+    db = fresh()
+    try:
+        async def main() -> list[Any]:
+            con = await asyncpg.connect(db.dsn)
+            await asyncio.sleep(2.5)
+            await con.execute("SET search_path TO public")
+            first = await con.fetchval("SELECT now()")
+            await con.execute("SELECT set_config('search_path', 'public', false)")
+            await asyncio.sleep(1)
+            return [first, await con.fetchval("SELECT now()"), await con.fetchval("SELECT count(*) FROM limits"),
+                    await con.fetchval("SHOW search_path")]
+
+        first, second, rows, path = simulated(main())
+        start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+        assert (first, second) == (start + datetime.timedelta(seconds=2.5), start + datetime.timedelta(seconds=3.5))
+        assert rows >= 1 and path == "dst_clock, pg_catalog, public"
+    finally:
+        db.close()
+
+
 def test_a_crash_ends_the_backend_what_it_had_not_committed_rolls_back_and_its_waiter_goes_on() -> None:
     db = fresh()
     try:

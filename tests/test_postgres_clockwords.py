@@ -39,6 +39,32 @@ def test_keywords_in_strings_identifiers_comments_and_other_words_are_left_alone
     assert virtual_time(sql) == sql
 
 
+@pytest.mark.parametrize("sql, expected", [
+    ("SET search_path TO public", "SET search_path TO dst_clock, pg_catalog, public"),
+    ("set session search_path=a,b", "set session search_path= dst_clock, pg_catalog,a,b"),
+    ("SET LOCAL search_path = 'x'", "SET LOCAL search_path = dst_clock, pg_catalog, 'x'"),
+    ("SELECT 1; SET search_path TO s; SELECT now()", "SELECT 1; SET search_path TO dst_clock, pg_catalog, s; SELECT now()"),
+    ("ALTER ROLE app SET search_path TO app", "ALTER ROLE app SET search_path TO dst_clock, pg_catalog, app"),
+    ("SELECT set_config('search_path', 'public', false)",
+     "SELECT set_config('search_path', 'dst_clock, pg_catalog, public', false)"),
+    ("SELECT pg_catalog.set_config('search_path', '', false)",
+     "SELECT pg_catalog.set_config('search_path', 'dst_clock, pg_catalog', false)"),
+])
+def test_a_search_path_a_session_sets_keeps_dsts_clock_first(sql, expected):
+    assert virtual_time(sql) == expected
+    assert virtual_time(expected) == expected  # not put in front twice
+
+
+@pytest.mark.parametrize("sql", [
+    "SET search_path TO DEFAULT", "set search_path = default", "RESET search_path", "SHOW search_path",
+    "UPDATE t SET search_path = 'x'",  # a column of that name
+    "SELECT set_config('search_path', $1, false)",  # not a literal: what the parameter holds is not seen here
+    "SELECT 'SET search_path TO x'", "SET search_path_x TO y",
+])
+def test_statements_that_set_no_search_path_are_left_alone(sql):
+    assert virtual_time(sql) == sql
+
+
 words = st.sampled_from(["SELECT", "current_timestamp", "'current_date'", '"localtime"', "-- current_time\n",
                          "/* current_date */", "$$localtime$$", "1", ",", "(", ")", "now()", "x.current_date"])
 
