@@ -180,6 +180,90 @@ def test_a_search_path_the_service_sets_keeps_the_virtual_clock() -> None:
         db.close()
 
 
+async def wait_behind_a_holder(db: Any, setting: str, hold: float) -> list[Any]:
+    """A holder keeps row 'a' locked for ``hold`` virtual s; a waiter with ``setting`` updates it: what it got, when."""
+    loop = asyncio.get_running_loop()
+    holder, waiter = await asyncpg.connect(db.dsn), await asyncpg.connect(db.dsn)
+    await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
+    start = loop.time()
+
+    async def update() -> list[Any]:
+        try:
+            async with waiter.transaction():
+                await waiter.execute(setting)
+                done = await waiter.execute("UPDATE limits SET active = active + 1 WHERE name = 'a'")
+        except asyncpg.PostgresError as e:
+            done = f"{type(e).__name__} {e.sqlstate}: {e}"
+        return [done, round(loop.time() - start, 3), await waiter.fetchval("SHOW lock_timeout")]
+
+    waiting = asyncio.ensure_future(update())
+    await asyncio.sleep(hold)
+    await holder.execute("COMMIT")
+    return await waiting
+
+
+@pytest.mark.parametrize("setting, hold, expected", [
+    ("SET LOCAL lock_timeout = '2s'", 5, ["LockNotAvailableError 55P03: canceling statement due to lock timeout", 2.0]),
+    ("SET LOCAL lock_timeout = 10000", 5, ["UPDATE 1", 5.0]),  # the holder commits first: the waiter goes on
+    ("SET LOCAL statement_timeout = '1500ms'", 5,
+     ["QueryCanceledError 57014: canceling statement due to statement timeout", 1.5]),
+    ("SET LOCAL lock_timeout = 0", 5, ["UPDATE 1", 5.0]),
+])
+def test_lock_timeout_and_statement_timeout_end_a_lock_wait_in_virtual_time(setting, hold, expected) -> None:
+    # A wait lasts in virtual time, so its timeouts must too: the server's own would strike at a real-time moment.
+    # The waiter's client reads PostgreSQL's own error for it; SET LOCAL ends with its transaction.
+    db = fresh()
+    try:
+        done, waited, after = simulated(wait_behind_a_holder(db, setting, hold))
+        assert [done, waited] == expected and after == "0"
+        assert db.rows("SELECT active FROM limits") == [("2",)] if done == "UPDATE 1" else [("1",)]
+        assert any("ends its wait" in text for _, text in db.events) == (done != "UPDATE 1")
+    finally:
+        db.close()
+
+
+def test_a_session_timeout_set_in_one_exchange_strikes_a_later_wait_and_ends_with_reset() -> None:
+    db = fresh()
+    try:
+        async def main() -> list[Any]:
+            loop = asyncio.get_running_loop()
+            holder, waiter = await asyncpg.connect(db.dsn), await asyncpg.connect(db.dsn)
+            await waiter.execute("SET lock_timeout TO '3s'")
+            await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
+            start = loop.time()
+            try:
+                await waiter.execute("UPDATE limits SET active = 5 WHERE name = 'a'")
+            except asyncpg.LockNotAvailableError:
+                timed_out = round(loop.time() - start, 3)
+            await waiter.execute("RESET lock_timeout")
+            later = asyncio.ensure_future(waiter.execute("UPDATE limits SET active = 7 WHERE name = 'a'"))
+            await asyncio.sleep(10)
+            await holder.execute("COMMIT")
+            return [timed_out, await later, round(loop.time() - start, 3)]
+
+        assert simulated(main()) == [3.0, "UPDATE 1", 13.0]
+        assert db.rows("SELECT active FROM limits") == [("7",)]
+    finally:
+        db.close()
+
+
+def test_a_timeout_the_server_strikes_in_real_time_ends_the_run_with_one_line_saying_so() -> None:
+    # pg_sleep sleeps for real, longer than the session's statement_timeout: the server's own timer, not the seed's,
+    # ended the statement. The run does not go on as if the seed had done it.
+    db = fresh()
+    try:
+        async def main() -> Any:
+            con = await asyncpg.connect(db.dsn)
+            await con.execute("SET statement_timeout = '5ms'")
+            return await con.fetchval("SELECT pg_sleep(0.2)")
+
+        with pytest.raises(RuntimeError, match=r"the server's own statement timeout struck main's connection 1 in "
+                                               r"real time, before virtual time reached it .*: SELECT pg_sleep"):
+            simulated(main())
+    finally:
+        db.close()
+
+
 def test_a_crash_ends_the_backend_what_it_had_not_committed_rolls_back_and_its_waiter_goes_on() -> None:
     db = fresh()
     try:

@@ -41,10 +41,13 @@ class Server(Protocol):
 
     def _startup(self, packet: bytes) -> bytes: ...
 
-    def _deadlock_error(self, link: Any, fields: dict[str, str]) -> dict[str, str]: ...
+    def _cancelled_error(self, link: Any, fields: dict[str, str]) -> dict[str, str]: ...
 
 _RAW, _EOF = b"raw", b"eof"  # an SSLRequest's one-byte answer; a connection the server closes (a cancel, Terminate)
-_ERROR, _READY, _KEY = ord("E"), ord("Z"), ord("K")
+_ERROR, _READY, _KEY, _ROW = ord("E"), ord("Z"), ord("K"), ord("D")
+# What the server says when its own timers end a statement (dst keeps them in virtual time)
+_REAL_TIMEOUTS = ("canceling statement due to lock timeout", "canceling statement due to statement timeout")
+_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 _OPEN, _GONE = 0, 2
 
 
@@ -85,8 +88,16 @@ class Link(asyncio.Transport):
         self.pid = 0  # the backend's, from BackendKeyData
         self.status = b"I"  # the last ReadyForQuery's transaction status
         self.xact = 0  # dst's number of the transaction it is in (the youngest is a deadlock's victim)
-        self.cancelling = False  # dst cancelled its statement (a deadlock's victim) or the client asked to
-        self.deadlocked = False  # ... to break a deadlock: the cancel's error is answered as the deadlock's
+        self.cancelling = False  # dst cancelled its statement (a deadlock's victim, a timeout) or the client asked to
+        # Why dst cancelled it ("deadlock", "lock_timeout", "statement_timeout"): the cancel's error is answered as
+        # PostgreSQL answers that
+        self.cancelled_for = ""
+        # The session's lock_timeout and statement_timeout in ms (0: none), as dst last read them on the session;
+        # read again before the next exchange when one may have set them
+        self.timeouts = (0, 0)
+        self.timeouts_unread = True
+        self.sent_at = 0  # the virtual ms its last exchange reached the server (a statement_timeout counts from it)
+        self.waits = 0  # lock waits begun (a timeout armed for one does not strike the next)
         self.statements: dict[str, str] = {}  # prepared statement name -> its text (for the trace)
         self.text = ""  # the statement sent last (for the trace)
         self.blocked_at = -1  # the virtual ms it began to wait for a lock (-1: it does not)
@@ -209,6 +220,8 @@ class Link(asyncio.Transport):
             if len(carry) < end:
                 break
             self._sent(kind, carry, at + 5, end)
+            if kind in (0x51, 0x50) and ("timeout" in self.text or "TIMEOUT" in self.text):
+                self.timeouts_unread = True  # it may set one: dst reads them again before the next exchange
             if kind in (0x51, 0x50) and virtual_time(self.text) != self.text:  # the text _sent just read
                 out += _clocked(kind, carry[at:end])
             else:
@@ -297,15 +310,28 @@ class Link(asyncio.Transport):
                 self.pid = struct.unpack_from("!I", inbox, at + 5)[0]
             elif kind == _READY:
                 if not hidden:
-                    self.status = bytes(inbox[at + 5:at + 6])
-            elif kind == _ERROR and self.deadlocked and not hidden:
-                self.deadlocked = False
+                    status = bytes(inbox[at + 5:at + 6])
+                    if status == b"I" and self.status != b"I" and self.timeouts != (0, 0):
+                        self.timeouts_unread = True  # a SET LOCAL ends with its transaction, a rolled-back SET too
+                    self.status = status
+            elif kind == _ROW and hidden:  # dst's own query: the session's timeouts are its last two columns
+                *_, lock, statement = wire.row_values(inbox, at + 5)
+                self.timeouts = (_ms(lock), _ms(statement))
+                self.timeouts_unread = False
+            elif kind == _ERROR and not hidden and (self.cancelled_for or self.timeouts != (0, 0)):
                 fields = wire.error_fields(inbox[at + 5:end])
-                if fields.get("C") == "57014":  # the cancel dst sent: answered as the server answers a deadlock
-                    self.ready += wire.error_message(self.server._deadlock_error(self, fields))
+                if self.cancelled_for and fields.get("C") == "57014":
+                    # the cancel dst sent: answered as the server answers a deadlock's victim, or a timeout
+                    self.ready += wire.error_message(self.server._cancelled_error(self, fields))
+                    self.cancelled_for = ""
                     at = end
                     self._ended(kind, head)
                     continue
+                if fields.get("M", "").startswith(_REAL_TIMEOUTS):  # the run ends with it: not the seed's doing
+                    self.loop.stop_with(RuntimeError(
+                        f"dst.aio.stores.postgres: the server's own {fields['M'][27:]} struck {self.name} in real "
+                        f"time, before virtual time reached it (a statement ran longer in the server than the "
+                        f"session's timeout): {' '.join(self.text.split())[:80]}"))
             if not hidden:
                 self.ready += inbox[at:end]
             at = end
@@ -320,6 +346,7 @@ class Link(asyncio.Transport):
             owed.popleft()
             if kind == _READY and not head.hidden:
                 self.cancelling = False
+                self.cancelled_for = ""
         elif kind == _ERROR and head.extended:
             # The server skips what the client sent after the error, to its Sync (or all of it, without one).
             while owed and owed[0].extended:
@@ -381,3 +408,10 @@ def _clocked(kind: int, message: bytearray) -> bytes:
     except UnicodeDecodeError:  # the server will say what is wrong with it
         return bytes(message)
     return wire.message(bytes((kind,)), body[:start] + virtual_time(sql).encode() + body[end:])
+
+
+def _ms(setting: str | None) -> int:
+    """A timeout as ``current_setting`` shows it (``0``, ``1500ms``, ``2s``, ``1min``) in ms; 0: none."""
+    text = (setting or "0").strip()
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(float(number or 0) * _UNITS.get(text[len(number):], 1))

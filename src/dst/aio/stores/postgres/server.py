@@ -120,6 +120,7 @@ class Server:
         if not data:
             return
         self.statements += 1
+        link.sent_at = link.loop.now_ms
         self._send(link, data)
         self.settle()
         if link.closing_after and link.state == 0:
@@ -133,11 +134,12 @@ class Server:
             link.xact = next(self._xacts)
             link.clock_xact = now
         moments = (link.clock_xact, now)
-        if link.status == b"T" and link.clock == moments:
+        if link.status == b"T" and link.clock == moments and not link.timeouts_unread:
             return b""
         link.clock = moments
         return link.hide(f"SELECT set_config('dst.xact', '{moments[0]}', false), "
-                         f"set_config('dst.stmt', '{moments[1]}', false)")
+                         f"set_config('dst.stmt', '{moments[1]}', false), "
+                         f"current_setting('lock_timeout'), current_setting('statement_timeout')")
 
     def _send(self, link: Link, data: bytes) -> None:
         sock = link.sock
@@ -248,8 +250,10 @@ class Server:
                 if link in stuck:
                     if link.blocked_at < 0:
                         link.blocked_at = now
+                        link.waits += 1
                         holders = ", ".join(sorted(stuck[link]))
                         self._note(link, f"{link.name} waits for a lock held by {holders}: {_short(link.text)}")
+                        self._arm_timeout(link)
                 elif link.blocked_at >= 0 and not link.waiting:
                     self._note(link, f"{link.name} got its lock after {now - link.blocked_at} ms")
                     link.blocked_at = -1
@@ -341,7 +345,8 @@ class Server:
                 continue
             cycle = path[path.index(at):]
             victim = max(cycle, key=lambda link: link.xact)
-            victim.cancelling = victim.deadlocked = True
+            victim.cancelling = True
+            victim.cancelled_for = "deadlock"
             victim.cycle = [link.name for link in cycle]
             self.postmaster.control.query(f"SELECT pg_cancel_backend({victim.pid})")
             self._note(victim, f"deadlock among {', '.join(victim.cycle)}: {victim.name}'s transaction, the "
@@ -349,7 +354,43 @@ class Server:
             return victim
         return None
 
-    def _deadlock_error(self, link: Link, fields: dict[str, str]) -> dict[str, str]:
+    def _arm_timeout(self, link: Link) -> None:
+        """A link began to wait for a lock: its session's lock_timeout (from now) or statement_timeout (from when
+        its exchange arrived), whichever ends first, ends the wait in virtual time."""
+        lock, statement = link.timeouts
+        ends = [(link.blocked_at + lock, "lock_timeout")] if lock else []
+        if statement:
+            ends.append((link.sent_at + statement, "statement_timeout"))
+        if not ends:
+            return
+        at, why = min(ends)
+        loop = link.loop
+        running, loop.process = loop.process, self._process
+        try:
+            loop.call_later(max(0, at - loop.now_ms) / 1000, self._time_out, link, link.waits, why)
+        finally:
+            loop.process = running
+
+    def _time_out(self, link: Link, wait: int, why: str) -> None:
+        """A lock wait's timeout came in virtual time: its statement is cancelled, and answered as PostgreSQL
+        answers that timeout."""
+        if link.state != 0 or link.waits != wait or link.blocked_at < 0 or not link.waiting or link.cancelling:
+            return  # it got its lock, or ended, first
+        link.cancelling = True
+        link.cancelled_for = why
+        self.postmaster.control.query(f"SELECT pg_cancel_backend({link.pid})")
+        self._note(link, f"{link.name}'s {why.replace('_', ' ')} ({link.timeouts[why == 'statement_timeout']} ms) "
+                         f"ends its wait for a lock after {link.loop.now_ms - link.blocked_at} ms")
+        link.blocked_at = -1
+        self.settle()
+
+    def _cancelled_error(self, link: Link, fields: dict[str, str]) -> dict[str, str]:
+        """The error the client of ``link`` reads for the statement dst cancelled (``fields``: the cancel's)."""
+        if link.cancelled_for != "deadlock":
+            # A timeout: the cancel's error as it is (its context: the tuple or relation it waited for), named so.
+            what = "lock timeout" if link.cancelled_for == "lock_timeout" else "statement timeout"
+            code = "55P03" if link.cancelled_for == "lock_timeout" else "57014"
+            return {**fields, "C": code, "M": f"canceling statement due to {what}"}
         cycle = link.cycle or [link.name]
         return {"S": "ERROR", "V": "ERROR", "C": "40P01", "M": "deadlock detected",
                 "D": f"{' waits for '.join(cycle)} waits for {cycle[0]} (dst found the cycle and cancelled "

@@ -130,7 +130,7 @@ class Control:
             for kind, start, end in frames(buffer):
                 consumed = end
                 if kind == 0x44:  # D: a row
-                    rows.append(_row(buffer, start))
+                    rows.append(row_values(buffer, start))
                 elif kind == 0x54:  # T: a new result
                     rows = []
                 elif kind == 0x45:  # E
@@ -154,7 +154,7 @@ class Control:
         self.sock.close()
 
 
-def _row(buffer: bytearray, at: int) -> tuple[str | None, ...]:
+def row_values(buffer: bytearray, at: int) -> tuple[str | None, ...]:
     (n,) = struct.unpack_from("!H", buffer, at)
     at += 2
     out: list[str | None] = []
