@@ -96,6 +96,7 @@ class Link(asyncio.Transport):
         # read again before the next exchange when one may have set them
         self.timeouts = (0, 0)
         self.timeouts_unread = True
+        self.timeouts_asked = False  # dst's query on its way asks for them
         self.sent_at = 0  # the virtual ms its last exchange reached the server (a statement_timeout counts from it)
         self.waits = 0  # lock waits begun (a timeout armed for one does not strike the next)
         self.statements: dict[str, str] = {}  # prepared statement name -> its text (for the trace)
@@ -314,10 +315,10 @@ class Link(asyncio.Transport):
                     if status == b"I" and self.status != b"I" and self.timeouts != (0, 0):
                         self.timeouts_unread = True  # a SET LOCAL ends with its transaction, a rolled-back SET too
                     self.status = status
-            elif kind == _ROW and hidden:  # dst's own query: the session's timeouts are its last two columns
+            elif kind == _ROW and hidden and self.timeouts_asked:  # dst's query: the timeouts are its last columns
                 *_, lock, statement = wire.row_values(inbox, at + 5)
                 self.timeouts = (_ms(lock), _ms(statement))
-                self.timeouts_unread = False
+                self.timeouts_asked = False
             elif kind == _ERROR and not hidden and (self.cancelled_for or self.timeouts != (0, 0)):
                 fields = wire.error_fields(inbox[at + 5:end])
                 if self.cancelled_for and fields.get("C") == "57014":

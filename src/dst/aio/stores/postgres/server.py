@@ -137,9 +137,11 @@ class Server:
         if link.status == b"T" and link.clock == moments and not link.timeouts_unread:
             return b""
         link.clock = moments
-        return link.hide(f"SELECT set_config('dst.xact', '{moments[0]}', false), "
-                         f"set_config('dst.stmt', '{moments[1]}', false), "
-                         f"current_setting('lock_timeout'), current_setting('statement_timeout')")
+        sql = f"SELECT set_config('dst.xact', '{moments[0]}', false), set_config('dst.stmt', '{moments[1]}', false)"
+        if link.timeouts_unread:  # read once, then again only when they may have changed
+            link.timeouts_unread, link.timeouts_asked = False, True
+            sql += ", current_setting('lock_timeout'), current_setting('statement_timeout')"
+        return link.hide(sql)
 
     def _send(self, link: Link, data: bytes) -> None:
         sock = link.sock
