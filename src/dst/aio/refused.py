@@ -3,12 +3,9 @@ signals, other threads). Each is refused in one line that names the call and the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ..sandbox import _EXECUTOR, _PROCESSES, _SIGNALS, _SOCKETS
-
-if TYPE_CHECKING:
-    from .loop import Loop
 
 
 # What a simulated run cannot have: the loop's method -> what to use instead. Each is refused in one line that
@@ -28,10 +25,10 @@ _REFUSED: dict[str, tuple[bool, str]] = {  # name -> (a coroutine method, what t
 
 
 def _refusing(name: str, is_coroutine: bool, instead: str) -> Callable[..., Any]:
-    def refuse(self: Loop, *args: Any, **kwargs: Any) -> Any:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise self._refused(f"loop.{name}()", instead)
 
-    async def refuse_awaited(self: Loop, *args: Any, **kwargs: Any) -> Any:
+    async def refuse_awaited(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise self._refused(f"loop.{name}()", instead)
 
     chosen = refuse_awaited if is_coroutine else refuse
@@ -39,7 +36,7 @@ def _refusing(name: str, is_coroutine: bool, instead: str) -> Callable[..., Any]
     return chosen
 
 
-def refuse_the_real(loop_class: type[Loop]) -> None:
+def refuse_the_real(loop_class: type) -> None:
     """Give the loop's class a refusing method for each of :data:`_REFUSED`; removing a reader, a writer or a
     signal handler that could never have been added does nothing."""
     for name, (awaited, instead) in _REFUSED.items():
@@ -48,5 +45,5 @@ def refuse_the_real(loop_class: type[Loop]) -> None:
         setattr(loop_class, name, _nothing)
 
 
-def _nothing(self: Loop, *args: Any) -> bool:
+def _nothing(self: Any, *args: Any) -> bool:
     return False
