@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("asyncpg", reason="the postgres extra is not installed (pip install -e '.[postgres]')")
@@ -323,6 +324,21 @@ def test_the_same_seed_gives_the_same_trace_here_and_in_a_fresh_process() -> Non
     out = subprocess.run([sys.executable, "-m", "dst", "run", "--scenario", path, "--seed", "3"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300).stdout
     assert f"digest        {first.digest}" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["repeatable read", "serializable"])
+def test_the_lost_update_of_read_then_write_is_a_serialization_failure_at_a_stricter_level(isolation) -> None:
+    # Seed 3 loses an update at READ COMMITTED (above). At REPEATABLE READ and SERIALIZABLE the second writer's
+    # UPDATE of the row the first changed fails (40001): the service answers "no slot", and the count holds. The
+    # trace shows the server's error.
+    path = os.path.join(ROOT, "examples", "pg_limits", "scenarios", "read-then-write.toml")
+    scenario = load_scenario(path)
+    result = run(attrs.evolve(scenario, model=scenario.model.with_options(isolation=isolation)), 3)
+    assert result.violation is None, result.violation
+    failed = [text for _, actor, kind, text in result.raw_trace if actor == "postgres" and kind == "failed"]
+    assert failed and all("40001 could not serialize access due to concurrent update: UPDATE limits" in text
+                          for text in failed)
 
 
 def test_the_correct_service_keeps_to_its_limit_under_contention() -> None:

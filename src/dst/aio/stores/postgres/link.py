@@ -43,6 +43,8 @@ class Server(Protocol):
 
     def _cancelled_error(self, link: Any, fields: dict[str, str]) -> dict[str, str]: ...
 
+    def _failed(self, link: Any, fields: dict[str, str]) -> None: ...
+
 _RAW, _EOF = b"raw", b"eof"  # an SSLRequest's one-byte answer; a connection the server closes (a cancel, Terminate)
 _ERROR, _READY, _KEY, _ROW = ord("E"), ord("Z"), ord("K"), ord("D")
 # What the server says when its own timers end a statement (dst keeps them in virtual time)
@@ -319,15 +321,18 @@ class Link(asyncio.Transport):
                 *_, lock, statement = wire.row_values(inbox, at + 5)
                 self.timeouts = (_ms(lock), _ms(statement))
                 self.timeouts_asked = False
-            elif kind == _ERROR and not hidden and (self.cancelled_for or self.timeouts != (0, 0)):
+            elif kind == _ERROR and not hidden:
                 fields = wire.error_fields(inbox[at + 5:end])
                 if self.cancelled_for and fields.get("C") == "57014":
                     # the cancel dst sent: answered as the server answers a deadlock's victim, or a timeout
-                    self.ready += wire.error_message(self.server._cancelled_error(self, fields))
+                    fields = self.server._cancelled_error(self, fields)
+                    self.ready += wire.error_message(fields)
                     self.cancelled_for = ""
+                    self.server._failed(self, fields)
                     at = end
                     self._ended(kind, head)
                     continue
+                self.server._failed(self, fields)
                 if fields.get("M", "").startswith(_REAL_TIMEOUTS):  # the run ends with it: not the seed's doing
                     self.loop.stop_with(RuntimeError(
                         f"dst.aio.stores.postgres: the server's own {fields['M'][27:]} struck {self.name} in real "

@@ -399,12 +399,16 @@ class Server:
                      f"{link.name}'s statement)",
                 "H": "See server log for query details."}
 
-    def _note(self, link: Link, text: str) -> None:
+    def _failed(self, link: Link, fields: dict[str, str]) -> None:
+        """The server answered a client's statement with an error: the trace says which, and why."""
+        self._note(link, f"{link.name}: {fields.get('C', '')} {fields.get('M', '')}: {_short(link.text)}", "failed")
+
+    def _note(self, link: Link, text: str, kind: str = "lock") -> None:
         at = link.loop.now_ms
         self.events.append((at, text))
         trace = getattr(link.owner, "trace", None)
         if trace is not None:
-            trace.append((at, self.name, "lock", text))
+            trace.append((at, self.name, kind, text))
 
 
 def _moment(now_ms: int) -> str:
