@@ -341,6 +341,18 @@ def test_the_lost_update_of_read_then_write_is_a_serialization_failure_at_a_stri
                           for text in failed)
 
 
+@pytest.mark.slow
+def test_the_same_read_then_write_locked_with_for_update_keeps_to_its_limit_at_read_committed() -> None:
+    # The slip is FOR UPDATE forgotten: the read that locks the row makes the second acquire wait for the first's
+    # commit and read its count, so seed 3, a lost update without the lock, holds with it.
+    path = os.path.join(ROOT, "examples", "pg_limits", "scenarios", "read-then-write.toml")
+    scenario = load_scenario(path)
+    result = run(attrs.evolve(scenario, bugs=(), model=scenario.model.with_options(acquire="locked read")), 3)
+    assert result.violation is None, result.violation
+    assert any(kind == "lock" and "waits for a lock" in text and "FOR UPDATE" in text
+               for _, actor, kind, text in result.raw_trace if actor == "postgres")
+
+
 def test_the_correct_service_keeps_to_its_limit_under_contention() -> None:
     started = time.perf_counter()
     result = run(load_scenario(os.path.join(ROOT, "examples", "pg_limits", "scenarios", "default.toml")), 2)

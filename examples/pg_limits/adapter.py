@@ -1,8 +1,9 @@
 """The dst adapter of the PostgreSQL limits service: a database of dst's (``dst.aio.stores.postgres.Server``), the
 service's own asyncpg pool on it, RPC handlers for acquire and release, and a view of the tables for the invariants.
 
-The slip switch ``isolation`` runs the service's transactions at another level; ``read-then-write`` is the lost
-update dst finds at READ COMMITTED."""
+The slip switch ``isolation`` runs the service's transactions at another level, and ``acquire`` takes a slot by a
+locked read instead of a conditional UPDATE; ``read-then-write`` is the lost update dst finds at READ COMMITTED: the
+read without its lock (``FOR UPDATE`` forgotten)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,16 @@ class Options:
     isolation: str = sut.option("read committed", "choice",
                                 choices=("read committed", "repeatable read", "serializable"),
                                 help="the isolation of the service's transactions")
+    acquire: str = sut.option("conditional update", "choice", choices=("conditional update", "locked read"),
+                              help="how a slot is taken: one UPDATE ... WHERE active + n <= lim, or the row read "
+                                   "FOR UPDATE, checked and written back")
     ttl: int = sut.option(60_000, "positive-duration", help="a lease's time to live, by the database's clock")
     reaper_interval: int = sut.option(10_000, "positive-duration", help="how often expired leases are reaped")
 
 
 BUGS = (
     sut.Bug("read-then-write", ("capacity", "slot-accounting"), 2,
-            "acquire reads the count, checks it in Python and writes the sum back",
+            "acquire reads the count without FOR UPDATE, checks it in Python and writes the sum back",
             "Two acquires read active = 0; the second's UPDATE waits for the first's row lock and, at READ "
             "COMMITTED, overwrites its 1 with its own 1: two holders on a limit of 1 (a lost update)."),
 )
@@ -88,7 +92,8 @@ def build(env: sut.Env[Options]) -> aio.System:
 
     async def server() -> Any:
         pool = await asyncpg.create_pool(db.dsn, min_size=0, max_size=4)
-        limits = Limits(pool, isolation=isolation, ttl=o.ttl / 1000, read_then_write="read-then-write" in env.bugs)
+        limits = Limits(pool, isolation=isolation, ttl=o.ttl / 1000, locked_read=o.acquire == "locked read",
+                        read_then_write="read-then-write" in env.bugs)
         await limits.define(dict(env.limits))
         asyncio.get_running_loop().create_task(limits.reap_forever(o.reaper_interval / 1000))
 

@@ -3,8 +3,9 @@ by one conditional UPDATE (``active + n <= lim``) that READ COMMITTED makes safe
 row's lock re-reads the committed row and re-evaluates its predicate. Plain asyncpg; it knows nothing of dst.
 
 ``isolation`` is the transactions' level (Prefect's server uses the database's default; a connection at REPEATABLE
-READ was where the production race came from). ``read_then_write`` is the classic slip: the count is read, checked
-in Python and written back, a lost update at READ COMMITTED."""
+READ was where the production race came from). ``locked_read`` takes a slot the other correct way: the row is read
+``FOR UPDATE`` (locked until the transaction ends), checked in Python and written back. ``read_then_write`` is the
+classic slip: the same without ``FOR UPDATE``, a lost update at READ COMMITTED."""
 
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ class Busy(Exception):
 
 class Limits:
     def __init__(self, pool: Any, *, isolation: str = "read_committed", ttl: float = 600.0,
-                 read_then_write: bool = False) -> None:
+                 locked_read: bool = False, read_then_write: bool = False) -> None:
         self.pool = pool
         self.isolation = isolation
         self.ttl = ttl
         self.read_then_write = read_then_write
+        self.locked_read = locked_read and not read_then_write  # the slip is the same read without its lock
 
     async def define(self, limits: dict[str, int]) -> None:
         async with self.pool.acquire() as con:
@@ -41,8 +43,9 @@ class Limits:
         """A lease id, or None when the limit is full."""
         try:
             async with self.pool.acquire() as con, con.transaction(isolation=self.isolation):
-                if self.read_then_write:
-                    active, lim = await con.fetchrow("SELECT active, lim FROM limits WHERE name = $1", limit)
+                if self.read_then_write or self.locked_read:
+                    lock = " FOR UPDATE" if self.locked_read else ""
+                    active, lim = await con.fetchrow(f"SELECT active, lim FROM limits WHERE name = $1{lock}", limit)
                     if active + slots > lim:
                         return None
                     await con.execute("UPDATE limits SET active = $2 WHERE name = $1", limit, active + slots)
