@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any
 
 import attrs
@@ -263,6 +264,31 @@ def test_a_timeout_the_server_strikes_in_real_time_ends_the_run_with_one_line_sa
             simulated(main())
     finally:
         db.close()
+
+
+def test_random_and_gen_random_uuid_are_the_seeds_in_queries_and_in_defaults() -> None:
+    # A DEFAULT gen_random_uuid() id and random() in a query: the same seed gives the same values in every run, as
+    # Python's own draws do; another seed, others. The uuids are version 4.
+    schema = "CREATE TABLE items (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), n int);"
+
+    async def main(db: Any) -> list[Any]:
+        con = await asyncpg.connect(db.dsn)
+        ids = [await con.fetchval("INSERT INTO items (n) VALUES ($1) RETURNING id", n) for n in range(3)]
+        draws = await con.fetch("SELECT random() AS r FROM generate_series(1, 3)")
+        return [*ids, *(row["r"] for row in draws)]
+
+    def drawn(seed: int) -> list[Any]:
+        db = stores.postgres.Server("pg", schema=schema)
+        try:
+            return simulated(main(db), seed)
+        finally:
+            db.close()
+
+    first, again, other = drawn(1), drawn(1), drawn(2)
+    assert first == again and first != other
+    ids, draws = first[:3], first[3:]
+    assert len(set(ids)) == 3 and all(u.version == 4 and u.variant == uuid.RFC_4122 for u in ids)
+    assert len(set(draws)) == 3 and all(0 <= r < 1 for r in draws)
 
 
 def test_a_crash_ends_the_backend_what_it_had_not_committed_rolls_back_and_its_waiter_goes_on() -> None:

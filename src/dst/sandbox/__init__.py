@@ -57,11 +57,18 @@ from .refusals import Refusal
 from .refusals import (_EXECUTOR as _EXECUTOR, _PROCESSES as _PROCESSES, _SIGNALS as _SIGNALS,
                        _SOCKETS as _SOCKETS, refusal as refusal)
 
-__all__ = ["VIRTUAL_EPOCH_MS", "Refusal", "Sandbox", "real"]
+__all__ = ["VIRTUAL_EPOCH_MS", "Refusal", "Sandbox", "real", "run_seed"]
 
 VIRTUAL_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: what a simulated process's wall clock reads at t=0
 
 _WHOSE: dict[str, str] = {}  # file name -> whose code it is: asked for on every refusable call
+
+
+def run_seed() -> int | None:
+    """The seed of the sandbox that is up (None: none is), for a drop-in that draws where Python's own draws
+    cannot reach (a database server's ``random()``) and must not take from the run's stream to do it."""
+    up = active._ACTIVE
+    return up.seed if isinstance(up, Sandbox) else None
 
 # uuid1 takes the time from time.time_ns() when these are None (not from libuuid), and the node from _node.
 _UUID_GLOBALS = ("_generate_time_safe", "_UuidCreate", "_node", "_last_timestamp")

@@ -39,6 +39,8 @@ SETTINGS = {
 
 # The virtual clock (see :mod:`.clock`): functions of pg_catalog's names in a schema ahead of it on the search path,
 # reading the moments dst sets on the session before each statement; without them (a connection not dst's), the real.
+# random() and gen_random_uuid() there draw from the run's seed (the session's dst.seed, set at connect) and the
+# database's own count of draws, so the values are the seed's and in the order the statements ran.
 CLOCK_SQL = """
 CREATE SCHEMA dst_clock;
 CREATE FUNCTION dst_clock.now() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS
@@ -62,6 +64,14 @@ CREATE FUNCTION dst_clock."current_time"(p integer DEFAULT 6) RETURNS timetz LAN
   $$SELECT dst_clock."current_timestamp"(p)::timetz$$;
 CREATE FUNCTION dst_clock."localtime"(p integer DEFAULT 6) RETURNS time LANGUAGE sql STABLE PARALLEL SAFE AS
   $$SELECT dst_clock."current_timestamp"(p)::time$$;
+CREATE SEQUENCE dst_clock.draws;
+CREATE FUNCTION dst_clock.draw() RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE AS
+  $$SELECT md5(coalesce(current_setting('dst.seed', true), '') || ':' || nextval('dst_clock.draws'))$$;
+CREATE FUNCTION dst_clock.random() RETURNS double precision LANGUAGE sql VOLATILE PARALLEL UNSAFE AS
+  $$SELECT ('x' || substr(dst_clock.draw(), 1, 13))::bit(52)::bigint / 4503599627370496.0::double precision$$;
+CREATE FUNCTION dst_clock.gen_random_uuid() RETURNS uuid LANGUAGE sql VOLATILE PARALLEL UNSAFE AS
+  $$SELECT (substr(h, 1, 12) || '4' || substr(h, 14, 3) || substr('89ab', ('x' || substr(h, 17, 1))::bit(4)::int % 4 + 1, 1)
+            || substr(h, 18))::uuid FROM dst_clock.draw() AS h$$;
 """
 SEARCH_PATH = "dst_clock, pg_catalog"  # then the session's own ("$user", public by default)
 

@@ -11,6 +11,7 @@ server's own, and the same at every run of the seed."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import select
 import time
@@ -18,7 +19,7 @@ from asyncio import events
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Literal
 
-from ....sandbox import VIRTUAL_EPOCH_MS, real
+from ....sandbox import VIRTUAL_EPOCH_MS, real, run_seed
 from ...host import Server as _HostServer
 from ...loop import Loop, Process
 from . import embedded, wire
@@ -165,6 +166,8 @@ class Server:
         """The client's StartupMessage, for this database: its role made if missing, dst's clock on its path."""
         params = wire.startup_params(packet)
         params["database"] = self.database
+        seed = run_seed()
+        params["dst.seed"] = "" if seed is None else hashlib.sha256(f"dst.postgres:{seed}".encode()).hexdigest()[:16]
         role = params.get("user", "postgres")
         if role not in self._roles:
             exists = self.postmaster.control.query(f"SELECT 1 FROM pg_roles WHERE rolname = {wire.literal(role)}")
