@@ -112,12 +112,27 @@ def test_a_model_that_runs_out_of_memory_is_a_model_error_and_the_campaign_repor
     assert "MemoryError" in done.stdout
 
 
+def _catches_sigterm(pid: int, within: float = 10.0) -> None:
+    """Wait until process ``pid`` has a handler of SIGTERM (its SigCgt mask in /proc; elsewhere, a short sleep)."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        time.sleep(0.15)
+        return
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        caught = next((line.split()[1] for line in status.read_text().splitlines() if line.startswith("SigCgt:")), "0")
+        if int(caught, 16) & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"dst did not take SIGTERM within {within} s of starting")
+
+
 def test_sigterm_as_dst_starts_ends_it_with_one_line(models):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(models), *sys.path])}
     process = subprocess.Popen([sys.executable, "-m", "dst", "fuzz", "--count", "5"], cwd=models, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.15)  # still loading its modules
-    process.send_signal(signal.SIGTERM)
+    _catches_sigterm(process.pid)  # the moment it can: before that, no program could (under load, Python's own
+    process.send_signal(signal.SIGTERM)  # start-up can outlast a fixed sleep); it is still loading its modules
     _, err = process.communicate(timeout=30)
     assert process.returncode == EXIT_TERMINATED
     assert err.strip().splitlines()[-1] == "dst: terminated"
