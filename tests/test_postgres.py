@@ -224,6 +224,26 @@ def test_lock_timeout_and_statement_timeout_end_a_lock_wait_in_virtual_time(sett
         db.close()
 
 
+def test_a_timeout_set_at_connect_strikes_in_virtual_time() -> None:
+    db = fresh()
+    try:
+        async def main() -> list[Any]:
+            loop = asyncio.get_running_loop()
+            holder = await asyncpg.connect(db.dsn)
+            waiter = await asyncpg.connect(db.dsn, server_settings={"lock_timeout": "750ms"})
+            await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
+            start = loop.time()
+            try:
+                await waiter.execute("UPDATE limits SET active = 5 WHERE name = 'a'")
+                return ["updated"]
+            except asyncpg.LockNotAvailableError as e:
+                return [str(e), round(loop.time() - start, 3)]
+
+        assert simulated(main()) == ["canceling statement due to lock timeout", 0.75]
+    finally:
+        db.close()
+
+
 def test_a_session_timeout_set_in_one_exchange_strikes_a_later_wait_and_ends_with_reset() -> None:
     db = fresh()
     try:

@@ -362,6 +362,7 @@ class Server:
     def _arm_timeout(self, link: Link) -> None:
         """A link began to wait for a lock: its session's lock_timeout (from now) or statement_timeout (from when
         its exchange arrived), whichever ends first, ends the wait in virtual time."""
+        link.pump()  # what the server flushed before it began to wait (dst's reading of the timeouts) first
         lock, statement = link.timeouts
         ends = [(link.blocked_at + lock, "lock_timeout")] if lock else []
         if statement:
