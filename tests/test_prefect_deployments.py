@@ -15,7 +15,7 @@ from dst.runner import run
 from dst.scenario import Scenario
 from prefect_targets import assert_replays, findings, from_the_root, needs_prefect, scenario as _scenario
 
-pytestmark = needs_prefect
+pytestmark = [needs_prefect, pytest.mark.slow]  # Prefect end to end: its import and migrations alone take seconds
 FINDINGS = findings("prefect_deployments")
 __all__ = ["from_the_root"]  # the fixture: each test runs from the repository's root
 
