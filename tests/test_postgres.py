@@ -43,6 +43,14 @@ def fresh(isolation: Any = None) -> Any:
     return db
 
 
+@pytest.fixture
+def db() -> Any:
+    """A fresh database with the limits schema, dropped after the test."""
+    made = fresh()
+    yield made
+    made.close()
+
+
 def simulated(main: Any, seed: int = 1) -> Any:
     with stores.postgres.installed():
         return aio.run(main, seed=seed)
@@ -111,25 +119,21 @@ def test_a_deadlock_is_broken_the_same_way_at_every_run() -> None:
     assert any("deadlock among" in text for text in outcomes[0][1])
 
 
-def test_the_server_reads_the_virtual_clock() -> None:
-    db = fresh()
-    try:
-        async def main() -> list[Any]:
-            con = await asyncpg.connect(db.dsn)
-            await asyncio.sleep(5)
-            async with con.transaction():
-                first = await con.fetchrow("SELECT now(), statement_timestamp(), clock_timestamp(), "
-                                           "transaction_timestamp(), extract(epoch FROM now())::float8")
-                await asyncio.sleep(2)
-                second = await con.fetchrow("SELECT now(), statement_timestamp()")
-            return [*first, *second]
+def test_the_server_reads_the_virtual_clock(db: Any) -> None:
+    async def main() -> list[Any]:
+        con = await asyncpg.connect(db.dsn)
+        await asyncio.sleep(5)
+        async with con.transaction():
+            first = await con.fetchrow("SELECT now(), statement_timestamp(), clock_timestamp(), "
+                                       "transaction_timestamp(), extract(epoch FROM now())::float8")
+            await asyncio.sleep(2)
+            second = await con.fetchrow("SELECT now(), statement_timestamp()")
+        return [*first, *second]
 
-        now, stmt, clock, xact, epoch, now2, stmt2 = simulated(main())
-        assert epoch == (aio.VIRTUAL_EPOCH_MS + 5000) / 1000  # 2026-01-01T00:00:05Z
-        assert now == stmt == clock == xact == now2  # now() is the transaction's start, in virtual time
-        assert (stmt2 - stmt).total_seconds() == 2.0  # a statement's own moment moves with the virtual clock
-    finally:
-        db.close()
+    now, stmt, clock, xact, epoch, now2, stmt2 = simulated(main())
+    assert epoch == (aio.VIRTUAL_EPOCH_MS + 5000) / 1000  # 2026-01-01T00:00:05Z
+    assert now == stmt == clock == xact == now2  # now() is the transaction's start, in virtual time
+    assert (stmt2 - stmt).total_seconds() == 2.0  # a statement's own moment moves with the virtual clock
 
 
 def test_current_timestamp_and_its_kin_read_the_virtual_clock_in_queries_and_in_defaults() -> None:
@@ -159,27 +163,23 @@ def test_current_timestamp_and_its_kin_read_the_virtual_clock_in_queries_and_in_
         db.close()
 
 
-def test_a_search_path_the_service_sets_keeps_the_virtual_clock() -> None:
+def test_a_search_path_the_service_sets_keeps_the_virtual_clock(db: Any) -> None:
     # now() reads dst's clock because dst_clock is first on the path: a service that sets a path of its own (SET,
     # set_config) keeps it there, and its tables are found as before.
-    db = fresh()
-    try:
-        async def main() -> list[Any]:
-            con = await asyncpg.connect(db.dsn)
-            await asyncio.sleep(2.5)
-            await con.execute("SET search_path TO public")
-            first = await con.fetchval("SELECT now()")
-            await con.execute("SELECT set_config('search_path', 'public', false)")
-            await asyncio.sleep(1)
-            return [first, await con.fetchval("SELECT now()"), await con.fetchval("SELECT count(*) FROM limits"),
-                    await con.fetchval("SHOW search_path")]
+    async def main() -> list[Any]:
+        con = await asyncpg.connect(db.dsn)
+        await asyncio.sleep(2.5)
+        await con.execute("SET search_path TO public")
+        first = await con.fetchval("SELECT now()")
+        await con.execute("SELECT set_config('search_path', 'public', false)")
+        await asyncio.sleep(1)
+        return [first, await con.fetchval("SELECT now()"), await con.fetchval("SELECT count(*) FROM limits"),
+                await con.fetchval("SHOW search_path")]
 
-        first, second, rows, path = simulated(main())
-        start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
-        assert (first, second) == (start + datetime.timedelta(seconds=2.5), start + datetime.timedelta(seconds=3.5))
-        assert rows >= 1 and path == "dst_clock, pg_catalog, public"
-    finally:
-        db.close()
+    first, second, rows, path = simulated(main())
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    assert (first, second) == (start + datetime.timedelta(seconds=2.5), start + datetime.timedelta(seconds=3.5))
+    assert rows >= 1 and path == "dst_clock, pg_catalog, public"
 
 
 async def wait_behind_a_holder(db: Any, setting: str, hold: float) -> list[Any]:
@@ -211,79 +211,63 @@ async def wait_behind_a_holder(db: Any, setting: str, hold: float) -> list[Any]:
      ["QueryCanceledError 57014: canceling statement due to statement timeout", 1.5]),
     ("SET LOCAL lock_timeout = 0", 5, ["UPDATE 1", 5.0]),
 ])
-def test_lock_timeout_and_statement_timeout_end_a_lock_wait_in_virtual_time(setting, hold, expected) -> None:
+def test_lock_timeout_and_statement_timeout_end_a_lock_wait_in_virtual_time(setting, hold, expected, db: Any) -> None:
     # A wait lasts in virtual time, so its timeouts must too: the server's own would strike at a real-time moment.
     # The waiter's client reads PostgreSQL's own error for it; SET LOCAL ends with its transaction.
-    db = fresh()
-    try:
-        done, waited, after = simulated(wait_behind_a_holder(db, setting, hold))
-        assert [done, waited] == expected and after == "0"
-        assert db.rows("SELECT active FROM limits") == [("2",)] if done == "UPDATE 1" else [("1",)]
-        assert any("ends its wait" in text for _, text in db.events) == (done != "UPDATE 1")
-    finally:
-        db.close()
+    done, waited, after = simulated(wait_behind_a_holder(db, setting, hold))
+    assert [done, waited] == expected and after == "0"
+    assert db.rows("SELECT active FROM limits") == ([("2",)] if done == "UPDATE 1" else [("1",)])
+    assert any("ends its wait" in text for _, text in db.events) == (done != "UPDATE 1")
 
 
-def test_a_timeout_set_at_connect_strikes_in_virtual_time() -> None:
-    db = fresh()
-    try:
-        async def main() -> list[Any]:
-            loop = asyncio.get_running_loop()
-            holder = await asyncpg.connect(db.dsn)
-            waiter = await asyncpg.connect(db.dsn, server_settings={"lock_timeout": "750ms"})
-            await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
-            start = loop.time()
-            try:
-                await waiter.execute("UPDATE limits SET active = 5 WHERE name = 'a'")
-                return ["updated"]
-            except asyncpg.LockNotAvailableError as e:
-                return [str(e), round(loop.time() - start, 3)]
+def test_a_timeout_set_at_connect_strikes_in_virtual_time(db: Any) -> None:
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        holder = await asyncpg.connect(db.dsn)
+        waiter = await asyncpg.connect(db.dsn, server_settings={"lock_timeout": "750ms"})
+        await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
+        start = loop.time()
+        try:
+            await waiter.execute("UPDATE limits SET active = 5 WHERE name = 'a'")
+            return ["updated"]
+        except asyncpg.LockNotAvailableError as e:
+            return [str(e), round(loop.time() - start, 3)]
 
-        assert simulated(main()) == ["canceling statement due to lock timeout", 0.75]
-    finally:
-        db.close()
+    assert simulated(main()) == ["canceling statement due to lock timeout", 0.75]
 
 
-def test_a_session_timeout_set_in_one_exchange_strikes_a_later_wait_and_ends_with_reset() -> None:
-    db = fresh()
-    try:
-        async def main() -> list[Any]:
-            loop = asyncio.get_running_loop()
-            holder, waiter = await asyncpg.connect(db.dsn), await asyncpg.connect(db.dsn)
-            await waiter.execute("SET lock_timeout TO '3s'")
-            await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
-            start = loop.time()
-            try:
-                await waiter.execute("UPDATE limits SET active = 5 WHERE name = 'a'")
-            except asyncpg.LockNotAvailableError:
-                timed_out = round(loop.time() - start, 3)
-            await waiter.execute("RESET lock_timeout")
-            later = asyncio.ensure_future(waiter.execute("UPDATE limits SET active = 7 WHERE name = 'a'"))
-            await asyncio.sleep(10)
-            await holder.execute("COMMIT")
-            return [timed_out, await later, round(loop.time() - start, 3)]
+def test_a_session_timeout_set_in_one_exchange_strikes_a_later_wait_and_ends_with_reset(db: Any) -> None:
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        holder, waiter = await asyncpg.connect(db.dsn), await asyncpg.connect(db.dsn)
+        await waiter.execute("SET lock_timeout TO '3s'")
+        await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
+        start = loop.time()
+        try:
+            await waiter.execute("UPDATE limits SET active = 5 WHERE name = 'a'")
+        except asyncpg.LockNotAvailableError:
+            timed_out = round(loop.time() - start, 3)
+        await waiter.execute("RESET lock_timeout")
+        later = asyncio.ensure_future(waiter.execute("UPDATE limits SET active = 7 WHERE name = 'a'"))
+        await asyncio.sleep(10)
+        await holder.execute("COMMIT")
+        return [timed_out, await later, round(loop.time() - start, 3)]
 
-        assert simulated(main()) == [3.0, "UPDATE 1", 13.0]
-        assert db.rows("SELECT active FROM limits") == [("7",)]
-    finally:
-        db.close()
+    assert simulated(main()) == [3.0, "UPDATE 1", 13.0]
+    assert db.rows("SELECT active FROM limits") == [("7",)]
 
 
-def test_a_timeout_the_server_strikes_in_real_time_ends_the_run_with_one_line_saying_so() -> None:
+def test_a_timeout_the_server_strikes_in_real_time_ends_the_run_with_one_line_saying_so(db: Any) -> None:
     # pg_sleep sleeps for real, longer than the session's statement_timeout: the server's own timer, not the seed's,
     # ended the statement. The run does not go on as if the seed had done it.
-    db = fresh()
-    try:
-        async def main() -> Any:
-            con = await asyncpg.connect(db.dsn)
-            await con.execute("SET statement_timeout = '5ms'")
-            return await con.fetchval("SELECT pg_sleep(0.2)")
+    async def main() -> Any:
+        con = await asyncpg.connect(db.dsn)
+        await con.execute("SET statement_timeout = '5ms'")
+        return await con.fetchval("SELECT pg_sleep(0.2)")
 
-        with pytest.raises(RuntimeError, match=r"the server's own statement timeout struck main's connection 1 in "
-                                               r"real time, before virtual time reached it .*: SELECT pg_sleep"):
-            simulated(main())
-    finally:
-        db.close()
+    with pytest.raises(RuntimeError, match=r"the server's own statement timeout struck main's connection 1 in "
+                                           r"real time, before virtual time reached it .*: SELECT pg_sleep"):
+        simulated(main())
 
 
 def test_random_and_gen_random_uuid_are_the_seeds_in_queries_and_in_defaults() -> None:
@@ -311,51 +295,43 @@ def test_random_and_gen_random_uuid_are_the_seeds_in_queries_and_in_defaults() -
     assert len(set(draws)) == 3 and all(0 <= r < 1 for r in draws)
 
 
-def test_a_crash_ends_the_backend_what_it_had_not_committed_rolls_back_and_its_waiter_goes_on() -> None:
-    db = fresh()
-    try:
-        async def main() -> list[Any]:
-            loop = asyncio.get_running_loop()
-            holder, waiter = await asyncpg.connect(db.dsn), await asyncpg.connect(db.dsn)
-            await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
-            waiting = asyncio.ensure_future(waiter.execute("UPDATE limits SET active = active + 1 WHERE name = 'a' "
-                                                           "AND active + 1 <= lim"))
-            await asyncio.sleep(0.5)
-            blocked = not waiting.done()
-            dying = [die for die in loop.process.on_crash if getattr(die, "__self__", None) is holder._transport]
-            for die in dying:  # the holder's process dies: what it opened dies with it
-                loop.process.on_crash.remove(die)
-                die()
-            return [blocked, len(dying), await waiting]
+def test_a_crash_ends_the_backend_what_it_had_not_committed_rolls_back_and_its_waiter_goes_on(db: Any) -> None:
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        holder, waiter = await asyncpg.connect(db.dsn), await asyncpg.connect(db.dsn)
+        await holder.execute("BEGIN; UPDATE limits SET active = 1 WHERE name = 'a'")
+        waiting = asyncio.ensure_future(waiter.execute("UPDATE limits SET active = active + 1 WHERE name = 'a' "
+                                                       "AND active + 1 <= lim"))
+        await asyncio.sleep(0.5)
+        blocked = not waiting.done()
+        dying = [die for die in loop.process.on_crash if getattr(die, "__self__", None) is holder._transport]
+        for die in dying:  # the holder's process dies: what it opened dies with it
+            loop.process.on_crash.remove(die)
+            die()
+        return [blocked, len(dying), await waiting]
 
-        blocked, died, done = simulated(main())
-        assert blocked and died == 1 and done == "UPDATE 1"  # the holder's uncommitted 1 rolled back: the slot was free
-        assert db.rows("SELECT active FROM limits") == [("1",)]
-    finally:
-        db.close()
+    blocked, died, done = simulated(main())
+    assert blocked and died == 1 and done == "UPDATE 1"  # the holder's uncommitted 1 rolled back: the slot was free
+    assert db.rows("SELECT active FROM limits") == [("1",)]
 
 
-def test_a_restart_ends_every_connection_and_keeps_what_committed() -> None:
-    db = fresh()
-    try:
-        async def main() -> list[Any]:
-            con = await asyncpg.connect(db.dsn)
-            await con.execute("UPDATE limits SET active = 1")
-            await con.execute("BEGIN; UPDATE limits SET lim = 9")
-            db.restart()
-            await asyncio.sleep(0)
-            try:
-                await con.fetchval("SELECT 1")
-                after = "answered"
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError) as e:
-                after = type(e).__name__
-            again = await asyncpg.connect(db.dsn)
-            return [after, tuple(await again.fetchrow("SELECT active, lim FROM limits"))]
+def test_a_restart_ends_every_connection_and_keeps_what_committed(db: Any) -> None:
+    async def main() -> list[Any]:
+        con = await asyncpg.connect(db.dsn)
+        await con.execute("UPDATE limits SET active = 1")
+        await con.execute("BEGIN; UPDATE limits SET lim = 9")
+        db.restart()
+        await asyncio.sleep(0)
+        try:
+            await con.fetchval("SELECT 1")
+            after = "answered"
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError) as e:
+            after = type(e).__name__
+        again = await asyncpg.connect(db.dsn)
+        return [after, tuple(await again.fetchrow("SELECT active, lim FROM limits"))]
 
-        after, row = simulated(main())
-        assert after != "answered" and row == (1, 1)
-    finally:
-        db.close()
+    after, row = simulated(main())
+    assert after != "answered" and row == (1, 1)
 
 
 @pytest.mark.slow

@@ -47,8 +47,10 @@ class Server(Protocol):
 
 _RAW, _EOF = b"raw", b"eof"  # an SSLRequest's one-byte answer; a connection the server closes (a cancel, Terminate)
 _ERROR, _READY, _KEY, _ROW = ord("E"), ord("Z"), ord("K"), ord("D")
-# What the server says when its own timers end a statement (dst keeps them in virtual time)
-_REAL_TIMEOUTS = ("canceling statement due to lock timeout", "canceling statement due to statement timeout")
+# What PostgreSQL answers a statement a session's timeout ends: the SQLSTATE and the message, by setting
+TIMEOUT_ERRORS = {"lock_timeout": ("55P03", "canceling statement due to lock timeout"),
+                  "statement_timeout": ("57014", "canceling statement due to statement timeout")}
+_REAL_TIMEOUTS = tuple(message for _, message in TIMEOUT_ERRORS.values())  # the server's own timers struck
 _UNITS = {"us": 0.001, "ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 _OPEN, _GONE = 0, 2
 
@@ -334,10 +336,11 @@ class Link(asyncio.Transport):
                     continue
                 self.server._failed(self, fields)
                 if fields.get("M", "").startswith(_REAL_TIMEOUTS):  # the run ends with it: not the seed's doing
+                    what = fields["M"].removeprefix("canceling statement due to ")
                     self.loop.stop_with(RuntimeError(
-                        f"dst.aio.stores.postgres: the server's own {fields['M'][27:]} struck {self.name} in real "
-                        f"time, before virtual time reached it (a statement ran longer in the server than the "
-                        f"session's timeout): {' '.join(self.text.split())[:80]}"))
+                        f"dst.aio.stores.postgres: the server's own {what} struck {self.name} in real time, before "
+                        f"virtual time reached it (a statement ran longer in the server than the session's "
+                        f"timeout): {' '.join(self.text.split())[:80]}"))
             if not hidden:
                 self.ready += inbox[at:end]
             at = end

@@ -24,7 +24,7 @@ from ...host import Server as _HostServer
 from ...loop import Loop, Process
 from . import embedded, wire
 from ..servers import Servers
-from .link import Link
+from .link import TIMEOUT_ERRORS, Link
 
 Isolation = Literal["read committed", "repeatable read", "serializable"]
 _ISOLATIONS = ("read committed", "repeatable read", "serializable")
@@ -350,12 +350,9 @@ class Server:
                 continue
             cycle = path[path.index(at):]
             victim = max(cycle, key=lambda link: link.xact)
-            victim.cancelling = True
-            victim.cancelled_for = "deadlock"
             victim.cycle = [link.name for link in cycle]
-            self.postmaster.control.query(f"SELECT pg_cancel_backend({victim.pid})")
-            self._note(victim, f"deadlock among {', '.join(victim.cycle)}: {victim.name}'s transaction, the "
-                               f"youngest, is cancelled")
+            self._cancel(victim, "deadlock", f"deadlock among {', '.join(victim.cycle)}: {victim.name}'s "
+                                             f"transaction, the youngest, is cancelled")
             return victim
         return None
 
@@ -382,21 +379,27 @@ class Server:
         answers that timeout."""
         if link.state != 0 or link.waits != wait or link.blocked_at < 0 or not link.waiting or link.cancelling:
             return  # it got its lock, or ended, first
-        link.cancelling = True
-        link.cancelled_for = why
-        self.postmaster.control.query(f"SELECT pg_cancel_backend({link.pid})")
-        self._note(link, f"{link.name}'s {why.replace('_', ' ')} ({link.timeouts[why == 'statement_timeout']} ms) "
-                         f"ends its wait for a lock after {link.loop.now_ms - link.blocked_at} ms")
+        lock, statement = link.timeouts
+        ms = lock if why == "lock_timeout" else statement
+        self._cancel(link, why, f"{link.name}'s {why.replace('_', ' ')} ({ms} ms) ends its wait for a lock after "
+                                f"{link.loop.now_ms - link.blocked_at} ms")
         link.blocked_at = -1
         self.settle()
 
+    def _cancel(self, link: Link, why: str, note: str) -> None:
+        """dst cancels the statement of ``link`` (``why``: a deadlock, a timeout), whose client will read the error
+        PostgreSQL gives for that (:meth:`_cancelled_error`)."""
+        link.cancelling = True
+        link.cancelled_for = why
+        self.postmaster.control.query(f"SELECT pg_cancel_backend({link.pid})")
+        self._note(link, note)
+
     def _cancelled_error(self, link: Link, fields: dict[str, str]) -> dict[str, str]:
         """The error the client of ``link`` reads for the statement dst cancelled (``fields``: the cancel's)."""
-        if link.cancelled_for != "deadlock":
+        if link.cancelled_for in TIMEOUT_ERRORS:
             # A timeout: the cancel's error as it is (its context: the tuple or relation it waited for), named so.
-            what = "lock timeout" if link.cancelled_for == "lock_timeout" else "statement timeout"
-            code = "55P03" if link.cancelled_for == "lock_timeout" else "57014"
-            return {**fields, "C": code, "M": f"canceling statement due to {what}"}
+            code, message = TIMEOUT_ERRORS[link.cancelled_for]
+            return {**fields, "C": code, "M": message}
         cycle = link.cycle or [link.name]
         return {"S": "ERROR", "V": "ERROR", "C": "40P01", "M": "deadlock detected",
                 "D": f"{' waits for '.join(cycle)} waits for {cycle[0]} (dst found the cycle and cancelled "
