@@ -260,7 +260,9 @@ class Link(asyncio.Transport):
         elif kind in (0x63, 0x66):  # CopyDone, CopyFail: the COPY's end, then ReadyForQuery
             owed.append(_Owed(b"Z"))
         elif kind in _ENDS:
-            owed.append(_Owed(_ENDS[kind], extended=kind != 0x46))
+            # After an error the server skips what follows to the Sync, and answers the Sync: the Sync (and a
+            # FunctionCall, no part of an exchange) is still owed its ReadyForQuery.
+            owed.append(_Owed(_ENDS[kind], extended=kind not in (0x46, 0x53)))
         # H (Flush), d (CopyData): nothing more is owed
 
     def hide(self, sql: str) -> bytes:
