@@ -4,6 +4,7 @@ and scenarios, and the replay of a finding to its recorded trace."""
 from __future__ import annotations
 
 import importlib.util
+import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
@@ -18,8 +19,14 @@ needs_prefect = pytest.mark.skipif(importlib.util.find_spec("prefect") is None, 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def findings(example: str) -> list[Path]:
-    return sorted((ROOT / "examples" / example / "findings").glob("[0-9]*.toml"))
+def findings(example: str, database: str = "sqlite") -> list[Path]:
+    """The example's shipped findings on ``database`` (their model's option; read as TOML: no import of Prefect)."""
+    found = []
+    for path in sorted((ROOT / "examples" / example / "findings").glob("[0-9]*.toml")):
+        with path.open("rb") as f:
+            if tomllib.load(f)["model"].get("database", "sqlite") == database:
+                found.append(path)
+    return found
 
 
 def scenario(example: str, name: str) -> Scenario:

@@ -51,7 +51,7 @@ from prefect.exceptions import ObjectNotFound
 from dst import aio, sut
 
 from examples.prefect_limits import server as base
-from examples.prefect_limits.adapter import Ids, Table as LimitsTable, renew_until_it_fails
+from examples.prefect_limits.adapter import DatabaseOptions, Ids, RunDatabase, Table as LimitsTable, renew_until_it_fails
 
 from . import ledger, server
 
@@ -60,7 +60,7 @@ CANCELS, DELETES = 1, 2
 
 
 @attrs.frozen
-class Options:
+class Options(DatabaseOptions):
     grace: int = sut.option(300_000, "positive-duration",
                             help="the deployment's grace_period_seconds: the lease PENDING takes (Prefect: 60s to 1 day)")
     lease_duration: int = sut.option(300_000, "positive-duration",
@@ -73,6 +73,7 @@ class Options:
                               help="PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE")
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if self.grace < 60_000:
             raise sut.OptionError("grace", "at least 60s (Prefect refuses a shorter grace_period_seconds)")
         if self.lease_duration < 60_000:
@@ -80,12 +81,13 @@ class Options:
 
 
 class Table(LimitsTable):
-    """The deployment's limit as the scenario names it, its count from SQLite, its leases from Prefect's lease
-    storage. A lease's holder is the client driving the run the lease was created for; its slots are not read
+    """The deployment's limit as the scenario names it, its count from Prefect's database, its leases from Prefect's
+    lease storage. A lease's holder is the client driving the run the lease was created for; its slots are not read
     from the lease: ``ledger.py`` reports them as they are counted (the model's claims)."""
 
-    def __init__(self, ids: Ids, folder: str, storage: str, limit: str, workers: dict[uuid.UUID, str]) -> None:
-        super().__init__(ids, (), folder, storage)
+    def __init__(self, ids: Ids, folder: str, storage: str, limit: str, workers: dict[uuid.UUID, str],
+                 db: Any = None) -> None:
+        super().__init__(ids, (), folder, storage, db)
         self.limit, self.workers = limit, workers
 
     def leases(self) -> Iterable[aio.LeaseRow]:
@@ -98,9 +100,8 @@ class Table(LimitsTable):
         return rows
 
     def count(self, limit: str) -> int:
-        row = self._db().execute(
-            "SELECT active_slots FROM concurrency_limit_v2 WHERE name LIKE 'deployment:%'").fetchone()
-        return int(row[0]) if row else 0
+        slots = self._one("SELECT active_slots FROM concurrency_limit_v2 WHERE name LIKE ?", "deployment:%")
+        return int(slots) if slots is not None else 0
 
 
 def build(env: sut.Env[Options]) -> aio.System:
@@ -108,13 +109,12 @@ def build(env: sut.Env[Options]) -> aio.System:
     if len(env.limits) != 1:
         raise sut.OptionError("limits", "one limit: the deployment's concurrency_limit")
     (limit, size), = env.limits.items()
-    template = settings.template()
     folder = tempfile.mkdtemp(prefix="run-", dir=settings.FOLDER)
-    shutil.copy(template, settings.database(folder))
-    restore = settings.use(folder, o.storage)
+    database = RunDatabase(o, folder)
+    restore = settings.use(folder, o.storage, database.url)
     ids = Ids()
     workers: dict[uuid.UUID, str] = {}  # flow run -> the client driving it
-    table = Table(ids, folder, o.storage, limit, workers)
+    table = Table(ids, folder, o.storage, limit, workers, database.server)
     ledger.ACTIVE = ledger.Ledger(env.facts, limit, ids.of)
     duration = o.lease_duration / 1000
     patience = env.workload.acquire_patience / 1000
@@ -226,6 +226,7 @@ def build(env: sut.Env[Options]) -> aio.System:
         ledger.ACTIVE = None
         if table.conn is not None:
             table.conn.close()
+        database.close()
         restore()
         shutil.rmtree(folder, ignore_errors=True)
 

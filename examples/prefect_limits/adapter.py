@@ -1,7 +1,7 @@
 """Prefect's global concurrency limits (v2) with leases, installed from the package index, under dst.
 
 The server is Prefect's own (``server.py``): its FastAPI app, its SQLAlchemy models on SQLite through
-aiosqlite, its lease storage (the ``storage`` option: in memory, or files under the run's own ``PREFECT_HOME``),
+aiosqlite or (the ``database`` option) on a real PostgreSQL server through asyncpg, its lease storage (the ``storage`` option: in memory, or files under the run's own ``PREFECT_HOME``),
 its repossessor step. The clients behave as Prefect's do, through Prefect's own client code where it runs on an
 event loop:
 
@@ -15,7 +15,7 @@ event loop:
   engine do; by default, as Prefect's ``concurrency()``, it works on;
 * **release**: ``release_concurrency_slots_with_lease`` (``decrement-with-lease``).
 
-What the store holds (the invariants' books) is read on the adapter's own connection and from the lease
+What the store holds (the invariants' books) is read on the adapter's own connection (dst's, on PostgreSQL) and from the lease
 storage after every step of the server: the limit's ``active_slots`` and the leases with their holders,
 slots and expiries.
 """
@@ -48,6 +48,7 @@ from prefect.types._concurrency import ConcurrencyLeaseHolder
 import prefect.server.database.orm_models  # noqa: F401  # the mappers, configured below
 
 from dst import aio, sut
+from dst.aio import stores
 
 from . import server
 
@@ -56,11 +57,28 @@ from . import server
 # differ from the next (dst run --check-determinism says so). Configured here, outside any run.
 sqlalchemy.orm.configure_mappers()
 
+ISOLATIONS = ("read committed", "repeatable read", "serializable")
 HOLDERS = uuid.UUID("5d1e0000-0000-4000-8000-000000000000")  # a client's holder id: uuid5(HOLDERS, "c1")
 
 
 @attrs.frozen
-class Options:
+class DatabaseOptions:
+    """Which database Prefect's server runs on (both examples' options)."""
+
+    database: str = sut.option("sqlite", "choice", choices=settings.DATABASES,
+                               help="PREFECT_API_DATABASE_CONNECTION_URL: SQLite (aiosqlite), or a real PostgreSQL "
+                                    "server (asyncpg) under dst")
+    isolation: str = sut.option("read committed", "choice", choices=ISOLATIONS,
+                                help="PostgreSQL: the database's default isolation; other than read committed, Prefect's "
+                                     "engine is made as before Prefect 3.8, which forces read committed since")
+
+    def __attrs_post_init__(self) -> None:
+        if self.isolation != "read committed" and self.database != "postgres":
+            raise sut.OptionError("isolation", "only with database = \"postgres\" (SQLite has one writer)")
+
+
+@attrs.frozen
+class Options(DatabaseOptions):
     ttl: int = sut.option(300_000, "positive-duration",
                           help="the lease_duration clients ask for (Prefect's default: 300s; at least 60s)")
     repossessor_interval: int = sut.option(15_000, "positive-duration",
@@ -72,8 +90,32 @@ class Options:
                                    "the run's PREFECT_HOME")
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if self.ttl < 60_000:
             raise sut.OptionError("ttl", "at least 60s (Prefect refuses a shorter lease_duration)")
+
+
+class RunDatabase:
+    """A run's database: on PostgreSQL, a database of its own on dst's server, made from the template Prefect's
+    migrations built (Prefect's engine made without its forced READ COMMITTED when ``isolation`` is stricter); on
+    SQLite, a copy in ``folder`` of the file they built. :attr:`url` is Prefect's setting (None: the file)."""
+
+    def __init__(self, options: DatabaseOptions, folder: str) -> None:
+        self.server: Any = None
+        self.url: str | None = None
+        if options.database == "postgres":
+            isolation = None if options.isolation == "read committed" else options.isolation
+            self.server = stores.postgres.Server("prefect-db", setup=settings.migrate_postgres,
+                                                 isolation=isolation)  # type: ignore[arg-type]
+            self.url = settings.postgres(self.server.dsn)
+            server.force_read_committed(isolation is None)
+        else:
+            shutil.copy(settings.template(), settings.database(folder))  # the template: built once per process
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            server.force_read_committed(True)
 
 
 class Ids:
@@ -91,21 +133,26 @@ def holder(client: str) -> ConcurrencyLeaseHolder:
 
 
 class Table(aio.LeaseTable):
-    """What Prefect's store holds: the counts in SQLite (``concurrency_limit_v2.active_slots``), the leases in its
-    lease storage (the in-memory singleton, or the files the filesystem storage writes)."""
+    """What Prefect's store holds: the counts in its database (``concurrency_limit_v2.active_slots``), the leases in
+    its lease storage (the in-memory singleton, or the files the filesystem storage writes)."""
 
-    def __init__(self, ids: Ids, clients: Iterable[str], folder: str, storage: str) -> None:
+    def __init__(self, ids: Ids, clients: Iterable[str], folder: str, storage: str, db: Any = None) -> None:
         self.ids = ids
-        self.database, self.storage = settings.database(folder), storage
+        self.database, self.storage, self.db = settings.database(folder), storage, db
         self.files = os.path.join(folder, "home", "concurrency_leases")  # the filesystem storage's
         self.conn: sqlite3.Connection | None = None
         self.names = {uuid.uuid5(HOLDERS, c): c for c in clients}
         self.limit_names: dict[str, str] = {}
 
-    def _db(self) -> sqlite3.Connection:
+    def _one(self, sql: str, value: str) -> Any:
+        """The first column of the first row of ``sql`` (one ``?``, for ``value``), as committed; None: no row."""
+        if self.db is not None:  # PostgreSQL, on dst's own connection
+            rows = self.db.rows(sql.replace("?", "'" + value.replace("'", "''") + "'"))
+            return rows[0][0] if rows else None
         if self.conn is None:
             self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
-        return self.conn
+        row = self.conn.execute(sql, (value,)).fetchone()
+        return row[0] if row else None
 
     def _leases(self) -> list[tuple[Any, datetime]]:
         """The leases with the expiry the storage acts on: in memory, its expirations index (which the scan for
@@ -127,14 +174,19 @@ class Table(aio.LeaseTable):
         return found
 
     def version(self) -> Hashable:
-        data = self._db().execute("PRAGMA data_version").fetchone()[0]
+        if self.db is not None:
+            data = self.db.statements  # every change is an exchange with the server
+        else:
+            if self.conn is None:
+                self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
+            data = self.conn.execute("PRAGMA data_version").fetchone()[0]
         return data, tuple((lease.id, expiration) for lease, expiration in self._leases())
 
     def _limit(self, limit_id: Any) -> str:
         key = str(limit_id)
         if key not in self.limit_names:
-            row = self._db().execute("SELECT name FROM concurrency_limit_v2 WHERE id = ?", (key,)).fetchone()
-            self.limit_names[key] = row[0] if row else key
+            name = self._one("SELECT name FROM concurrency_limit_v2 WHERE id = ?", key)
+            self.limit_names[key] = name if name is not None else key
         return self.limit_names[key]
 
     def leases(self) -> Iterable[aio.LeaseRow]:
@@ -148,8 +200,8 @@ class Table(aio.LeaseTable):
         return rows
 
     def count(self, limit: str) -> int:
-        row = self._db().execute("SELECT active_slots FROM concurrency_limit_v2 WHERE name = ?", (limit,)).fetchone()
-        return int(row[0]) if row else 0
+        slots = self._one("SELECT active_slots FROM concurrency_limit_v2 WHERE name = ?", limit)
+        return int(slots) if slots is not None else 0
 
 
 async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: float, failed: asyncio.Event,
@@ -178,12 +230,11 @@ async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: 
 
 def build(env: sut.Env[Options]) -> aio.System:
     o = env.options
-    template = settings.template()  # built once per process, before the first run
     folder = tempfile.mkdtemp(prefix="run-", dir=settings.FOLDER)  # this run's, whatever process it runs in
-    shutil.copy(template, settings.database(folder))
-    restore = settings.use(folder, o.storage)
+    database = RunDatabase(o, folder)
+    restore = settings.use(folder, o.storage, database.url)
     ids = Ids()
-    table = Table(ids, (f"c{i}" for i in range(1, 257)), folder, o.storage)
+    table = Table(ids, (f"c{i}" for i in range(1, 257)), folder, o.storage, database.server)
     limits, ttl = dict(env.limits), o.ttl / 1000
 
     async def start() -> Any:
@@ -221,6 +272,7 @@ def build(env: sut.Env[Options]) -> aio.System:
     def close() -> None:
         if table.conn is not None:
             table.conn.close()
+        database.close()
         restore()
         shutil.rmtree(folder, ignore_errors=True)
 

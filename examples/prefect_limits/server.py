@@ -49,6 +49,21 @@ revoking: dict[uuid.UUID, list[asyncio.Task[None]]] = {}  # the repossessor's re
 KEYED = "key=" in inspect.getsource(repossessor_service.monitor_expired_leases)
 
 
+_create_async_engine = db_configurations.create_async_engine
+
+
+def _engine_without_forced_isolation(url: Any, **kwargs: Any) -> Any:
+    kwargs.pop("isolation_level", None)
+    return _create_async_engine(url, **kwargs)
+
+
+def force_read_committed(forced: bool) -> None:
+    """Whether Prefect's PostgreSQL engine forces READ COMMITTED, as it has since Prefect 3.8 (PR 22531, after a
+    production race on a database whose default was stricter), or leaves each transaction at the database's
+    default, as before: the one keyword of that change (``isolation_level``) left out of ``create_async_engine``."""
+    db_configurations.create_async_engine = _create_async_engine if forced else _engine_without_forced_isolation
+
+
 def reset() -> None:
     """What a restarted server process does not have: the state Prefect keeps in module globals."""
     memory_storage.ConcurrencyLeaseStorage._instance = None  # the in-memory leases (memory.py: a singleton)

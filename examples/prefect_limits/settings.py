@@ -8,7 +8,8 @@ settings context of its own (:func:`use`) naming its own folder: runs in any pro
 imported Prefect or not, never share a file.
 
 The schema is built once per process by Prefect's own migrations (alembic, as ``prefect server start`` does),
-outside any simulated run, and each run copies the file: no run pays for migrations.
+outside any simulated run, and each run copies it (the SQLite file; on PostgreSQL, a database made from the
+template the migrations built): no run pays for migrations.
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ os.environ.update({
 STORAGES = ("memory", "filesystem")  # Prefect's two lease storages: prefect.server.concurrency.lease_storage.<name>
 
 
-def use(folder: str, storage: str) -> Callable[[], None]:
-    """Prefect's settings for one run: its database and its home in ``folder``, the lease storage named. Returns
-    what puts the settings back."""
+DATABASES = ("sqlite", "postgres")  # Prefect's two: SQLite through aiosqlite, PostgreSQL through asyncpg
+
+
+def use(folder: str, storage: str, url: str | None = None) -> Callable[[], None]:
+    """Prefect's settings for one run: its home in ``folder``, its database ``url`` (None: SQLite, a file in
+    ``folder``), the lease storage named. Returns what puts the settings back."""
     import prefect.context
     from prefect.settings import (PREFECT_API_DATABASE_CONNECTION_URL, PREFECT_HOME,
                                   PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE)
@@ -54,7 +58,7 @@ def use(folder: str, storage: str) -> Callable[[], None]:
     before = prefect.context.GLOBAL_SETTINGS_CONTEXT
     settings = before.settings.copy_with_update(updates={
         PREFECT_HOME: os.path.join(folder, "home"),
-        PREFECT_API_DATABASE_CONNECTION_URL: f"sqlite+aiosqlite:///{database(folder)}",
+        PREFECT_API_DATABASE_CONNECTION_URL: url or f"sqlite+aiosqlite:///{database(folder)}",
         PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: f"prefect.server.concurrency.lease_storage.{storage}",
     })
     os.makedirs(settings.home, exist_ok=True)
@@ -70,30 +74,51 @@ def database(folder: str) -> str:
     return os.path.join(folder, "prefect.db")
 
 
+def postgres(dsn: str) -> str:
+    """Prefect's database URL for a PostgreSQL DSN (``postgresql://...``): through asyncpg, as Prefect's docs say."""
+    return dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+
+def migrate(folder: str, url: str | None = None) -> None:
+    """Prefect's own migrations (alembic upgrade head, as ``prefect server start`` runs them) on the database of
+    ``url`` (None: the SQLite file in ``folder``), outside any simulated run."""
+    import asyncio
+
+    from prefect.server.database import provide_database_interface
+
+    from .server import reset
+
+    async def upgrade() -> None:
+        db = provide_database_interface()
+        await db.create_db()  # in a worker thread: this runs outside any simulated run
+        await (await db.engine()).dispose()
+
+    restore = use(folder, "memory", url)
+    try:
+        reset()  # a database configuration cached for another run's database
+        asyncio.run(upgrade())
+        reset()
+    finally:
+        restore()
+
+
+def migrate_postgres(dsn: str) -> None:
+    """The PostgreSQL template's schema: Prefect's migrations on the template database dst gives."""
+    folder = tempfile.mkdtemp(dir=FOLDER)
+    try:
+        migrate(folder, postgres(dsn))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def template() -> str:
-    """The database with Prefect's schema, built by its own migrations the first time this process asks for it."""
+    """The SQLite database with Prefect's schema, built by its own migrations the first time this process asks."""
     done = os.path.join(FOLDER, f"template-{os.getpid()}.db")  # forked processes share FOLDER: one each
     if not os.path.exists(done):
-        import asyncio
         import sqlite3
 
-        from prefect.server.database import provide_database_interface
-
-        from .server import reset
-
-        async def migrate() -> None:
-            db = provide_database_interface()
-            await db.create_db()  # alembic upgrade head (in a worker thread: this runs outside any simulated run)
-            await (await db.engine()).dispose()
-
         folder = tempfile.mkdtemp(dir=FOLDER)
-        restore = use(folder, "memory")
-        try:
-            reset()  # a database configuration cached for another run's file
-            asyncio.run(migrate())
-            reset()
-        finally:
-            restore()
+        migrate(folder)
         conn = sqlite3.connect(database(folder))
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the one file the runs copy
         conn.close()

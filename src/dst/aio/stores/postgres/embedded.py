@@ -1,4 +1,5 @@
-"""The PostgreSQL server the runs of one worker process share: found (pgserver's binaries, else the system's),
+"""The PostgreSQL server the runs of one worker process share: found (of pgserver's binaries and the system's, the
+install with the most extensions: contrib's, such as pg_trgm, come with a system's PostgreSQL, not with pgserver),
 started once, lazily, on a unix socket in a folder of its own, and stopped when the process exits; databases made for
 each run from a template that holds a schema (made once per schema), and dropped after.
 
@@ -19,7 +20,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ....sandbox import real
 from .clockwords import virtual_time
@@ -73,7 +74,10 @@ CREATE FUNCTION dst_clock.gen_random_uuid() RETURNS uuid LANGUAGE sql VOLATILE P
   $$SELECT (substr(h, 1, 12) || '4' || substr(h, 14, 3) || substr('89ab', ('x' || substr(h, 17, 1))::bit(4)::int % 4 + 1, 1)
             || substr(h, 18))::uuid FROM dst_clock.draw() AS h$$;
 """
-SEARCH_PATH = "dst_clock, pg_catalog"  # then the session's own ("$user", public by default)
+SEARCH_PATH = "dst_clock, pg_catalog"  # put ahead of a path a session sets
+# The database's own path: what it creates goes where it would ("$user", else public), and a function is found in
+# dst's clock ahead of pg_catalog (unless public has one of the same name).
+DATABASE_PATH = f'"$user", public, {SEARCH_PATH}'
 
 
 class Unavailable(RuntimeError):
@@ -81,13 +85,12 @@ class Unavailable(RuntimeError):
 
 
 def _binaries() -> tuple[Path | None, str]:
-    """The folder of initdb and postgres (pgserver's, else the system's), or None and why not."""
+    """The folder of initdb and postgres: of pgserver's and the system's installs, the one with the most extensions
+    (pgserver's on a tie), or None and why not."""
+    candidates = []
     spec = importlib.util.find_spec("pgserver")  # found, not imported: its import reads (and warns of) the user's dirs
     if spec is not None and spec.origin is not None:
-        shipped = Path(spec.origin).parent / "pginstall" / "bin"
-        if (shipped / "postgres").exists():
-            return shipped, ""
-    candidates = []
+        candidates.append(Path(spec.origin).parent / "pginstall" / "bin")
     config = shutil.which("pg_config")
     if config is not None:
         try:
@@ -101,10 +104,21 @@ def _binaries() -> tuple[Path | None, str]:
     root = Path("/usr/lib/postgresql")
     if root.is_dir():
         candidates.extend(sorted((p / "bin" for p in root.iterdir()), key=lambda p: p.parent.name, reverse=True))
-    for folder in candidates:
-        if (folder / "postgres").exists() and (folder / "initdb").exists():
-            return folder, ""
-    return None, "no PostgreSQL server binaries (pip install -e '.[postgres]' for pgserver's, or a system postgresql)"
+    usable = [folder for folder in candidates if (folder / "postgres").exists() and (folder / "initdb").exists()]
+    if not usable:
+        return None, "no PostgreSQL server binaries (pip install -e '.[postgres]' for pgserver's, or a system postgresql)"
+    return max(usable, key=lambda folder: len(extensions(folder))), ""  # max keeps the first of equals
+
+
+def extensions(binaries: Path) -> list[str]:
+    """The extensions an install's server can create (their control files, where the server looks for them: its
+    share folder beside bin, or Debian's /usr/share/postgresql/<version>)."""
+    for share in (binaries.parent / "share" / "postgresql", binaries.parent / "share",
+                  Path("/usr/share/postgresql") / binaries.parent.name):
+        folder = share / "extension"
+        if folder.is_dir():
+            return sorted(name[:-len(".control")] for name in os.listdir(folder) if name.endswith(".control"))
+    return []
 
 
 def _reachable(path: Path) -> bool:
@@ -189,33 +203,45 @@ class Postmaster:
                 raise Unavailable("postgres did not accept connections within 60 s")
             time.sleep(0.02)
 
-    def template(self, schema: str) -> str:
-        """The template database holding dst's clock and ``schema`` (SQL run once, at its first use here)."""
-        digest = hashlib.blake2b(schema.encode(), digest_size=6).hexdigest()
+    def template(self, schema: str, setup: Callable[[str], None] | None = None) -> str:
+        """The template database holding dst's clock, ``schema`` and what ``setup`` makes (given the template's DSN:
+        a migration tool's run, say); both run once here, at the template's first use."""
+        key = schema if setup is None else f"{schema}\0{setup.__module__}.{setup.__qualname__}"
+        digest = hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
         name = self.templates.get(digest)
         if name is None:
             name = f"dst_t_{digest}"
             self.control.query(f"DROP DATABASE IF EXISTS {name}")
             self.control.query(f"CREATE DATABASE {name}")
-            setup = Control(self.path, name)
+            self.control.query(f"ALTER DATABASE {name} SET search_path = {DATABASE_PATH}")
+            made = Control(self.path, name)
             try:
-                setup.query(CLOCK_SQL)
+                made.query(CLOCK_SQL)
                 if schema.strip():
-                    setup.query(f"SET search_path = {SEARCH_PATH}, public; {virtual_time(schema)}")
+                    made.query(f"SET search_path = {DATABASE_PATH}; {virtual_time(schema)}")
+                made.close()
+                if setup is not None:
+                    setup(f"postgresql://postgres@/{name}?host={self.socket_dir}")
+                    # what setup left connected would keep the template from being copied
+                    self.control.query(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+                                       f"{literal(name)} AND pid <> pg_backend_pid()")
             except PgError as e:
-                setup.close()
-                self.control.query(f"DROP DATABASE IF EXISTS {name}")
+                made.close()
+                self.control.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
                 raise ValueError(f"dst.aio.stores.postgres: the schema failed: {e}") from None
-            setup.close()
+            except BaseException:
+                made.close()
+                self.control.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                raise
             self.templates[digest] = name
         return name
 
-    def database(self, schema: str, isolation: str | None) -> str:
-        """A fresh database, a copy of the schema's template."""
-        template = self.template(schema)
+    def database(self, schema: str, isolation: str | None, setup: Callable[[str], None] | None = None) -> str:
+        """A fresh database, a copy of the template of ``schema`` and ``setup``."""
+        template = self.template(schema, setup)
         self.made += 1
         name = f"dst_{os.getpid()}_{self.made}"
-        settings = f"SET search_path = {SEARCH_PATH}, \"$user\", public"
+        settings = f"SET search_path = {DATABASE_PATH}"
         if isolation is not None:
             settings += f"; ALTER DATABASE {name} SET default_transaction_isolation = {literal(isolation)}"
         self.control.query(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY file_copy")

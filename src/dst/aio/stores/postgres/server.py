@@ -39,15 +39,17 @@ _registered = _SERVERS.find
 
 class Server:
     """A PostgreSQL database beside the service, made by an adapter's ``build(env)``: a fresh copy, for this run, of
-    a template holding ``schema`` (SQL run once per worker process). The service is configured with :attr:`dsn`;
+    a template holding ``schema`` (SQL run once per worker process) and what ``setup`` makes there (a callable given
+    the template's DSN, run once per worker process: a migration tool's upgrade, say; it must close what it opens).
+    The service is configured with :attr:`dsn`;
     asyncpg connections (SQLAlchemy's ``postgresql+asyncpg``, Prefect's) to its host reach it through dst's links.
 
     ``isolation``: the database's default transaction isolation (None: PostgreSQL's, READ COMMITTED); a connection
     or a transaction may still ask for its own. :meth:`rows` reads for views (no round trip, committed data only);
     :meth:`restart` ends every connection and keeps what committed; :meth:`close` drops the database."""
 
-    def __init__(self, name: str = "postgres", *, schema: str = "", isolation: Isolation | None = None,
-                 port: int = 5432) -> None:
+    def __init__(self, name: str = "postgres", *, schema: str = "", setup: Callable[[str], None] | None = None,
+                 isolation: Isolation | None = None, port: int = 5432) -> None:
         if isolation is not None and isolation not in _ISOLATIONS:
             raise ValueError(f"dst.aio.stores.postgres.Server: isolation is one of {', '.join(_ISOLATIONS)}, "
                              f"not {isolation!r}")
@@ -59,7 +61,7 @@ class Server:
             import asyncpg.connection  # type: ignore[import-untyped]  # noqa: F401
         except ImportError:
             pass
-        self.database = self.postmaster.database(schema, isolation)
+        self.database = self.postmaster.database(schema, isolation, setup)
         self._process = Process(name)  # the database's own: what reaches it runs there, whoever sent it
         self._links: dict[int, Link] = {}
         self._serials = itertools.count(1)
@@ -407,8 +409,14 @@ class Server:
                 "H": "See server log for query details."}
 
     def _failed(self, link: Link, fields: dict[str, str]) -> None:
-        """The server answered a client's statement with an error: the trace says which, and why."""
-        self._note(link, f"{link.name}: {fields.get('C', '')} {fields.get('M', '')}: {_short(link.text)}", "failed")
+        """The server answered a client's statement with an error: the trace says which, and why (and, when the
+        statement was waiting for a lock, that the error, not the lock, ended its wait)."""
+        waited = ""
+        if link.blocked_at >= 0:
+            waited = f" after waiting {link.loop.now_ms - link.blocked_at} ms for a lock"
+            link.blocked_at = -1
+        self._note(link, f"{link.name}{waited}: {fields.get('C', '')} {fields.get('M', '')}: {_short(link.text)}",
+                   "failed")
 
     def _note(self, link: Link, text: str, kind: str = "lock") -> None:
         at = link.loop.now_ms
