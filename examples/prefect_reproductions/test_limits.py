@@ -1,0 +1,139 @@
+"""dst's findings on Prefect's global concurrency limits, as plain pytest tests against Prefect's own app: no dst,
+no stand-in, Prefect's defaults (the in-memory lease storage, 300 s leases), the interleaving forced with ordinary
+asyncio tools. Each asserts what should hold and is a strict xfail: it fails the way the finding says, and
+turns into an unexpected pass (a failure under strict) the day Prefect's code no longer does.
+
+    pip install -e ".[prefect]"
+    pytest -p no:dst -p no:xdist -o addopts="" examples/prefect_reproductions
+
+Run apart from dst's own suite: Prefect freezes its settings at import, and dst's examples set theirs first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, AsyncIterator
+from uuid import UUID
+
+import httpx
+import pytest
+from prefect.server.api.server import create_app
+from prefect.server.concurrency.lease_storage import get_concurrency_lease_storage
+from prefect.server.concurrency.lease_storage import memory
+from prefect.server.database import provide_database_interface
+from prefect.server.database.dependencies import temporary_database_interface
+from prefect.settings import (PREFECT_API_DATABASE_CONNECTION_URL, PREFECT_HOME,
+                              PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE, temporary_settings)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """Prefect's app on a fresh SQLite database made by its own migrations, with its default lease storage."""
+    with temporary_settings(updates={
+        PREFECT_HOME: str(tmp_path / "home"),
+        PREFECT_API_DATABASE_CONNECTION_URL: f"sqlite+aiosqlite:///{tmp_path / 'prefect.db'}",
+        PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: "prefect.server.concurrency.lease_storage.memory",
+    }), temporary_database_interface():  # this test's database, not one an earlier test cached
+        restart_the_server_process()
+        db = provide_database_interface()
+        await db.create_db()
+        app = create_app(ephemeral=True, ignore_cache=True)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://server/api") as client:
+            yield client
+        await (await db.engine()).dispose()
+        restart_the_server_process()
+
+
+def restart_the_server_process() -> None:
+    """What a new server process does not have: the in-memory lease storage is a class-level singleton
+    (``lease_storage/memory.py``); the database keeps what it committed."""
+    memory.ConcurrencyLeaseStorage._instance = None
+    memory.ConcurrencyLeaseStorage._initialized = False
+
+
+async def limit(api: httpx.AsyncClient, name: str, size: int) -> None:
+    (await api.post("/v2/concurrency_limits/", json={"name": name, "limit": size})).raise_for_status()
+
+
+async def acquire(api: httpx.AsyncClient, name: str) -> UUID:
+    response = await api.post("/v2/concurrency_limits/increment-with-lease",
+                              json={"names": [name], "slots": 1, "mode": "concurrency", "lease_duration": 300})
+    response.raise_for_status()
+    return UUID(response.json()["lease_id"])
+
+
+async def release(api: httpx.AsyncClient, lease_id: UUID) -> None:
+    (await api.post("/v2/concurrency_limits/decrement-with-lease", json={"lease_id": str(lease_id)})).raise_for_status()
+
+
+async def active_slots(api: httpx.AsyncClient, name: str) -> int:
+    response = await api.get(f"/v2/concurrency_limits/{name}")
+    response.raise_for_status()
+    return int(response.json()["active_slots"])
+
+
+async def live_leases() -> int:
+    return len(await get_concurrency_lease_storage().read_active_lease_ids(limit=100))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="findings 001 and 004: a restart loses the in-memory leases; the count keeps their slots")
+async def test_a_server_restart_leaves_no_slot_counted_that_no_lease_holds(api: httpx.AsyncClient) -> None:
+    await limit(api, "db", 1)
+    lease_id = await acquire(api, "db")
+    restart_the_server_process()  # while the holder works
+    await release(api, lease_id)  # 204: decrement-with-lease finds no lease and returns
+    assert await live_leases() == 0
+    assert await active_slots(api, "db") == 0  # it stays 1: nobody is admitted to the limit again
+
+
+def both_read_the_lease_first(lease_id: UUID) -> Any:
+    """The lease storage's read_lease, made to hold each reader of ``lease_id`` until two have read it: both copies
+    of one release then pass the read before either revokes (the order two requests handled at once can take)."""
+    storage = get_concurrency_lease_storage()
+    read, barrier = storage.read_lease, asyncio.Barrier(2)
+
+    async def read_lease(lease: UUID, *args: Any, **kwargs: Any) -> Any:
+        found = await read(lease, *args, **kwargs)
+        if lease == lease_id:
+            await barrier.wait()
+        return found
+
+    storage.read_lease = read_lease  # type: ignore[method-assign]
+    return storage
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="finding 002: two releases of one lease at once both decrement (read, decrement, revoke)")
+async def test_two_releases_of_one_lease_at_once_give_its_slot_back_once(api: httpx.AsyncClient) -> None:
+    await limit(api, "db", 2)
+    first, _ = await acquire(api, "db"), await acquire(api, "db")  # the second holder keeps its slot
+    both_read_the_lease_first(first)
+    # the release and PrefectClient's retry of it (sent after its read timeout), handled at once
+    await asyncio.gather(release(api, first), release(api, first))
+    assert await live_leases() == 1  # the second holder's
+    assert await active_slots(api, "db") == 1  # it is 0: the first lease's slot was given back twice
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="finding 003: after 002's double release, a limit of 2 admits three holders")
+async def test_a_limit_of_2_never_has_three_live_leases(api: httpx.AsyncClient) -> None:
+    await limit(api, "db", 2)
+    first, _ = await acquire(api, "db"), await acquire(api, "db")  # the second holder keeps its slot
+    both_read_the_lease_first(first)
+    await asyncio.gather(release(api, first), release(api, first))
+    admitted: list[UUID] = []
+    for _ in range(2):
+        try:
+            admitted.append(await acquire(api, "db"))
+        except httpx.HTTPStatusError as e:  # 423: the limit is full
+            assert e.response.status_code == 423
+    assert await live_leases() <= 2  # it is 3: the second holder's lease and both new ones
