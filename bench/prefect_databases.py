@@ -1,6 +1,6 @@
 """What a seed of Prefect's limits example costs on each of its databases: ``python bench/prefect_databases.py``.
 
-The example's ``quiet`` scenario (two clients, a limit of 1, no fault) and its ``postgres`` contention scenario,
+The example's ``quiet`` scenario (two clients, a limit of 1, no fault) and its ``default`` (four clients, every fault),
 each run on SQLite and on PostgreSQL (the ``database`` option), seeds 1 to 5 in this process after one seed of
 warm-up (Prefect's import, its migrations, the server's start: paid once per process, reported apart). CPU seconds
 of this process (PostgreSQL's own backends are other processes: their time is in the wall figure only) and wall
@@ -41,7 +41,7 @@ def measure(name: str, database: str) -> tuple[float, float, float]:
 
 def main() -> None:
     print(f"{'scenario':<10} {'database':<9} {'warm-up s':>9} {'CPU s/seed':>10} {'wall s/seed':>11}")
-    for name in ("quiet", "postgres"):
+    for name in ("quiet", "default"):
         for database in ("sqlite", "postgres"):
             warm_up, cpu, wall = measure(name, database)
             print(f"{name:<10} {database:<9} {warm_up:>9.2f} {cpu:>10.2f} {wall:>11.2f}", flush=True)
