@@ -43,11 +43,25 @@ def test_a_quiet_seed_runs_clean_the_same_twice_and_leaves_no_file() -> None:
 
 def test_the_filesystem_storage_keeps_the_lease_a_restart_loses_in_memory_and_the_settings_come_back() -> None:
     import attrs
-    import prefect.context
 
     lost = read(FINDINGS[0]).scenario  # 001: the in-memory storage forgets the lease at the restart
+    import prefect.context  # after the example, which sets Prefect's settings before Prefect is imported
     before = prefect.context.GLOBAL_SETTINGS_CONTEXT
     kept = run(attrs.evolve(lost, model=lost.model.with_options(storage="filesystem")), 4)
     assert kept.ok and kept.jobs == {"done": 1}
     assert any(e[2] == "store" and "removed" in str(e[3]) for e in kept.trace)  # read from its files, reaped in time
     assert prefect.context.GLOBAL_SETTINGS_CONTEXT is before  # the run's own settings are put back
+
+
+def test_the_redis_lease_storage_keeps_the_lease_a_restart_loses_in_memory() -> None:
+    # prefect-redis's storage, Prefect's advice for several servers: the leases live in Redis, a process of its
+    # own, so 001's restart strands nothing and the release removes the lease it created
+    import attrs
+
+    pytest.importorskip("prefect_redis", reason="prefect-redis is not installed (pip install -e '.[prefect]')")
+    lost = read(FINDINGS[0]).scenario  # 001
+    kept = run(attrs.evolve(lost, model=lost.model.with_options(storage="redis")), 4)
+    assert kept.ok and kept.jobs == {"done": 1}
+    stored = [str(e[3]) for e in kept.trace if e[2] == "store"]
+    assert stored[0].startswith("L1 stored for c1") and stored[-1].startswith("L1 removed"), stored
+    assert any(e[1] == "server" and e[2] == "restart" for e in kept.trace)

@@ -51,7 +51,8 @@ from prefect.exceptions import ObjectNotFound
 from dst import aio, sut
 
 from examples.prefect_limits import server as base
-from examples.prefect_limits.adapter import DatabaseOptions, Ids, RunDatabase, Table as LimitsTable, renew_until_it_fails
+from examples.prefect_limits.adapter import (DatabaseOptions, Ids, RunDatabase, Table as LimitsTable, lease_redis,
+                                             renew_until_it_fails)
 
 from . import ledger, server
 
@@ -86,8 +87,8 @@ class Table(LimitsTable):
     from the lease: ``ledger.py`` reports them as they are counted (the model's claims)."""
 
     def __init__(self, ids: Ids, folder: str, storage: str, limit: str, workers: dict[uuid.UUID, str],
-                 db: Any = None) -> None:
-        super().__init__(ids, (), folder, storage, db)
+                 db: Any = None, redis: Any = None) -> None:
+        super().__init__(ids, (), folder, storage, db, redis)
         self.limit, self.workers = limit, workers
 
     def leases(self) -> Iterable[aio.LeaseRow]:
@@ -114,7 +115,7 @@ def build(env: sut.Env[Options]) -> aio.System:
     restore = settings.use(folder, o.storage, database.url)
     ids = Ids()
     workers: dict[uuid.UUID, str] = {}  # flow run -> the client driving it
-    table = Table(ids, folder, o.storage, limit, workers, database.server)
+    table = Table(ids, folder, o.storage, limit, workers, database.server, lease_redis(o.storage))
     ledger.ACTIVE = ledger.Ledger(env.facts, limit, ids.of)
     duration = o.lease_duration / 1000
     patience = env.workload.acquire_patience / 1000

@@ -238,7 +238,14 @@ def _install() -> None:
     decrement = _counting_decrements(limits_model.bulk_decrement_active_slots)
     limits_model.bulk_decrement_active_slots = decrement
     setattr(repossessor_service, "bulk_decrement_active_slots", decrement)  # imported there by name
-    for storage in (memory_storage.ConcurrencyLeaseStorage, file_storage.ConcurrencyLeaseStorage):
+    storages: list[Any] = [memory_storage.ConcurrencyLeaseStorage, file_storage.ConcurrencyLeaseStorage]
+    try:  # prefect-redis's, when it is installed (storage = "redis")
+        from prefect_redis.lease_storage import ConcurrencyLeaseStorage as RedisLeases
+    except ImportError:
+        pass
+    else:
+        storages.append(RedisLeases)
+    for storage in storages:
         storage.create_lease = _naming_the_lease(storage.create_lease)  # type: ignore[method-assign]
         storage.read_lease = _reads(storage.read_lease)  # type: ignore[method-assign]
         storage.revoke_lease = _reaper_revokes(storage.revoke_lease)  # type: ignore[method-assign]

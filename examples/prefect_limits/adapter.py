@@ -86,8 +86,8 @@ class Options(DatabaseOptions):
     strict: bool = sut.option(False, "flag", help="a holder stops working when its renewal gives up "
                                                   "(raise_on_lease_renewal_failure); Prefect's default works on")
     storage: str = sut.option("memory", "choice", choices=settings.STORAGES,
-                              help="PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: the leases in memory, or in files under "
-                                   "the run's PREFECT_HOME")
+                              help="PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: the leases in memory, in files under the "
+                                   "run's PREFECT_HOME, or in Redis (prefect-redis, on a Redis server under dst)")
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -136,9 +136,10 @@ class Table(aio.LeaseTable):
     """What Prefect's store holds: the counts in its database (``concurrency_limit_v2.active_slots``), the leases in
     its lease storage (the in-memory singleton, or the files the filesystem storage writes)."""
 
-    def __init__(self, ids: Ids, clients: Iterable[str], folder: str, storage: str, db: Any = None) -> None:
+    def __init__(self, ids: Ids, clients: Iterable[str], folder: str, storage: str, db: Any = None,
+                 redis: Any = None) -> None:
         self.ids = ids
-        self.database, self.storage, self.db = settings.database(folder), storage, db
+        self.database, self.storage, self.db, self.redis = settings.database(folder), storage, db, redis
         self.files = os.path.join(folder, "home", "concurrency_leases")  # the filesystem storage's
         self.conn: sqlite3.Connection | None = None
         self.names = {uuid.uuid5(HOLDERS, c): c for c in clients}
@@ -157,6 +158,20 @@ class Table(aio.LeaseTable):
     def _leases(self) -> list[tuple[Any, datetime]]:
         """The leases with the expiry the storage acts on: in memory, its expirations index (which the scan for
         expired leases reads; Prefect 3.8's renewal moves only that), on files, the lease file's."""
+        if self.redis is not None:  # prefect-redis: a JSON string per lease, the expiries in a sorted set
+            from prefect_redis.lease_storage import ConcurrencyLeaseStorage as RedisLeases
+
+            prefix = "prefect:concurrency:"
+            expiries = {member: score for member, score in self.redis.zset(prefix + "expirations")}
+            found = []
+            for key in sorted(k for k in self.redis.keys() if k.startswith(prefix.encode() + b"lease:")):
+                data = self.redis.string(key)
+                if data is not None:
+                    lease = RedisLeases.__new__(RedisLeases)._deserialize_lease(data.decode())
+                    at = expiries.get(str(lease.id).encode())
+                    found.append((lease, lease.expiration if at is None else
+                                  datetime.fromtimestamp(at, tz=lease.expiration.tzinfo)))
+            return found
         if self.storage == "memory":
             store = memory_storage.ConcurrencyLeaseStorage._instance
             if store is None:
@@ -180,6 +195,8 @@ class Table(aio.LeaseTable):
             if self.conn is None:
                 self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
             data = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if self.redis is not None:
+            data = (data, self.redis.version)
         return data, tuple((lease.id, expiration) for lease, expiration in self._leases())
 
     def _limit(self, limit_id: Any) -> str:
@@ -193,7 +210,11 @@ class Table(aio.LeaseTable):
         rows = []
         for lease, expiration in self._leases():
             meta = lease.metadata
-            owner = self.names.get(meta.holder.id, str(meta.holder.id)) if meta and meta.holder else "?"
+            owner = "?"
+            if meta and meta.holder:  # prefect-redis gives the holder back as the JSON's dict
+                held = meta.holder
+                who = uuid.UUID(str(held["id"])) if isinstance(held, dict) else held.id
+                owner = self.names.get(who, str(who))
             for limit_id in lease.resource_ids[:1]:  # one limit per lease here
                 rows.append(aio.LeaseRow(self.ids.of(lease.id), owner, self._limit(limit_id), meta.slots if meta else 0,
                                          aio.virtual_ms(expiration.timestamp())))
@@ -228,13 +249,25 @@ async def renew_until_it_fails(client: PrefectClient, lease_id: uuid.UUID, ttl: 
         await asyncio.sleep(ttl * renewal._RENEWAL_FRACTION)
 
 
+def lease_redis(storage: str) -> Any:
+    """The Redis server prefect-redis's lease storage keeps the leases on, for ``storage = "redis"`` (else None): a
+    process of its own beside Prefect's server, whose data outlives the server's restarts (appendfsync always, as
+    a deployment that keeps leases would run it)."""
+    if storage != "redis":
+        return None
+    import prefect_redis.lease_storage  # noqa: F401  # imported here, not in the run: an import's draws are no run's
+
+    return stores.redis.Server(name="redis", persistence="aof")
+
+
 def build(env: sut.Env[Options]) -> aio.System:
     o = env.options
     folder = tempfile.mkdtemp(prefix="run-", dir=settings.FOLDER)  # this run's, whatever process it runs in
     database = RunDatabase(o, folder)
     restore = settings.use(folder, o.storage, database.url)
     ids = Ids()
-    table = Table(ids, (f"c{i}" for i in range(1, 257)), folder, o.storage, database.server)
+    redis = lease_redis(o.storage)
+    table = Table(ids, (f"c{i}" for i in range(1, 257)), folder, o.storage, database.server, redis)
     limits, ttl = dict(env.limits), o.ttl / 1000
 
     async def start() -> Any:

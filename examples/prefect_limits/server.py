@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import sys
 import uuid
 from typing import Any, Awaitable, Callable
 
@@ -90,6 +91,10 @@ def reset() -> None:
     # The filesystem storage's lock (locking/_filelock.py) probes its holder with os.kill(pid, 0); every
     # simulated process has this OS process's pid, and a dead server's lock file would look held for good. A new
     # process finds the old one's pid dead: the leftover lock is stale, and it goes.
+    redis_client = sys.modules.get("prefect_redis.client")
+    if redis_client is not None:  # prefect-redis caches its clients per loop: the dead process's connections
+        redis_client._client_cache.clear()  # type: ignore[attr-defined]
+        redis_client._get_redis_messaging_url.cache_clear()  # type: ignore[attr-defined]
     revoking.clear()  # the dead process's revoke tasks never run again
     lock = os.path.join(get_current_settings().home, "concurrency_leases", "expirations.lock")
     if os.path.exists(lock):

@@ -25,6 +25,7 @@ if "prefect" in sys.modules:
     raise RuntimeError("examples.prefect_limits must be imported before prefect: Prefect freezes its settings at "
                        "import")
 
+REDIS_URL = "redis://redis:6379/0"  # dst's network routes the host name "redis" to the run's Redis server
 FOLDER = tempfile.mkdtemp(prefix="dst-prefect-")  # the process's scratch; each run has a folder inside it
 atexit.register(shutil.rmtree, FOLDER, True)
 os.environ.update({
@@ -40,9 +41,17 @@ os.environ.update({
     "PREFECT_SERVER_UI_ENABLED": "false",
     "PREFECT_CLIENT_METRICS_ENABLED": "false",
     "PREFECT_API_ENABLE_METRICS": "false",
+    "PREFECT_REDIS_MESSAGING_URL": REDIS_URL,  # prefect-redis's lease storage (storage = "redis")
 })
 
-STORAGES = ("memory", "filesystem")  # Prefect's two lease storages: prefect.server.concurrency.lease_storage.<name>
+# Prefect's lease storages: its own two (in memory, in files under PREFECT_HOME), and prefect-redis's, the one Prefect
+# recommends for several servers (on a Redis server under dst, named by REDIS_URL)
+STORAGE_MODULES = {
+    "memory": "prefect.server.concurrency.lease_storage.memory",
+    "filesystem": "prefect.server.concurrency.lease_storage.filesystem",
+    "redis": "prefect_redis.lease_storage",
+}
+STORAGES = tuple(STORAGE_MODULES)
 
 
 DATABASES = ("sqlite", "postgres")  # Prefect's two: SQLite through aiosqlite, PostgreSQL through asyncpg
@@ -59,7 +68,7 @@ def use(folder: str, storage: str, url: str | None = None) -> Callable[[], None]
     settings = before.settings.copy_with_update(updates={
         PREFECT_HOME: os.path.join(folder, "home"),
         PREFECT_API_DATABASE_CONNECTION_URL: url or f"sqlite+aiosqlite:///{database(folder)}",
-        PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: f"prefect.server.concurrency.lease_storage.{storage}",
+        PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: STORAGE_MODULES[storage],
     })
     os.makedirs(settings.home, exist_ok=True)
     prefect.context.GLOBAL_SETTINGS_CONTEXT = prefect.context.SettingsContext(profile=before.profile, settings=settings)
