@@ -65,3 +65,13 @@ def test_the_redis_lease_storage_keeps_the_lease_a_restart_loses_in_memory() -> 
     stored = [str(e[3]) for e in kept.trace if e[2] == "store"]
     assert stored[0].startswith("L1 stored for c1") and stored[-1].startswith("L1 removed"), stored
     assert any(e[1] == "server" and e[2] == "restart" for e in kept.trace)
+
+
+def test_what_a_restart_removes_is_the_restarts_doing_not_the_request_in_flights() -> None:
+    # server-restarts seed 9: the restart comes while c1's request is in the server; the in-memory storage loses
+    # c3's lease with it. That is 001's loss (slot-accounting), not a removal by c1's request (removed-before-expiry),
+    # which it was reported as while the loop still named the last callback that ran as the one handling.
+    from dst.runner.swarm import swarm
+
+    outcome = run(swarm(scenario("server-restarts"), 9), 9)
+    assert outcome.violation is not None and outcome.violation.invariant == "slot-accounting", outcome.violation

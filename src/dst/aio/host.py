@@ -145,6 +145,7 @@ class Server(Process, ServerLifecycle):
             die()
         if self.reset is not None:
             self.reset()
+        self.loop.current = None  # what the restart did is no request's: the last callback that ran may be one
         self.after_step()  # what the crash rolled back
         self.kernel.after(down, self._boot_epoch, self.epoch)
 
