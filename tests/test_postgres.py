@@ -336,6 +336,33 @@ def test_a_template_a_setup_callable_makes_is_made_once_in_public_and_its_defaul
     assert made[0][0] == made[1][0] != made[2][0]
 
 
+def test_two_setups_of_one_name_make_two_templates_and_a_closure_made_afresh_makes_one() -> None:
+    # Lambdas of one module share a qualified name: each is still a template of its own. A closure a build makes
+    # again for every run is one template: its migration runs once, not at every run.
+    made: list[str] = []
+
+    def build() -> Any:
+        return lambda dsn: (made.append("third_kind"), asyncio.run(_execute(dsn, "CREATE TABLE third_kind (n int)")))
+
+    setups = [("first_kind", lambda dsn: asyncio.run(_execute(dsn, "CREATE TABLE first_kind (n int)"))),
+              ("second_kind", lambda dsn: asyncio.run(_execute(dsn, "CREATE TABLE second_kind (n int)"))),
+              ("third_kind", build()), ("third_kind", build())]
+    for table, setup in setups:
+        db = stores.postgres.Server("pg", setup=setup)
+        try:
+            assert db.rows("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'") == [
+                (table,)]
+        finally:
+            db.close()
+    assert made == ["third_kind"]
+
+
+async def _execute(dsn: str, sql: str) -> None:
+    con = await asyncpg.connect(dsn)
+    await con.execute(sql)
+    await con.close()
+
+
 def test_an_error_in_an_exchange_leaves_its_syncs_ready_for_query_owed_until_it_comes() -> None:
     # After an error the server skips to the Sync and answers it: until that ReadyForQuery is read, the client
     # is still owed a reply. Were it not, a ReadyForQuery that reached dst's socket after its ErrorResponse (a

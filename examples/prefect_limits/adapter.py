@@ -145,14 +145,17 @@ class Table(aio.LeaseTable):
         self.names = {uuid.uuid5(HOLDERS, c): c for c in clients}
         self.limit_names: dict[str, str] = {}
 
+    def _sqlite(self) -> sqlite3.Connection:
+        if self.conn is None:
+            self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
+        return self.conn
+
     def _one(self, sql: str, value: str) -> Any:
         """The first column of the first row of ``sql`` (one ``?``, for ``value``), as committed; None: no row."""
         if self.db is not None:  # PostgreSQL, on dst's own connection
             rows = self.db.rows(sql.replace("?", "'" + value.replace("'", "''") + "'"))
             return rows[0][0] if rows else None
-        if self.conn is None:
-            self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
-        row = self.conn.execute(sql, (value,)).fetchone()
+        row = self._sqlite().execute(sql, (value,)).fetchone()
         return row[0] if row else None
 
     def _leases(self) -> list[tuple[Any, datetime]]:
@@ -192,9 +195,7 @@ class Table(aio.LeaseTable):
         if self.db is not None:
             data = self.db.statements  # every change is an exchange with the server
         else:
-            if self.conn is None:
-                self.conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
-            data = self.conn.execute("PRAGMA data_version").fetchone()[0]
+            data = self._sqlite().execute("PRAGMA data_version").fetchone()[0]
         if self.redis is not None:
             data = (data, self.redis.version)
         return data, tuple((lease.id, expiration) for lease, expiration in self._leases())

@@ -10,6 +10,7 @@ finds deadlocks and breaks them itself, see :mod:`.server`), no fsync (dst kills
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import importlib.util
 import os
@@ -121,6 +122,18 @@ def extensions(binaries: Path) -> list[str]:
     return []
 
 
+def _known_as(setup: Callable[[str], None] | None) -> object:
+    """What a template's setup is known by: its function's name and code, so that the closure a ``build`` makes
+    afresh for every run is one template, and two lambdas of one module are two (what a closure or a partial holds
+    is taken to be the same at every run)."""
+    while isinstance(setup, functools.partial):
+        setup = setup.func
+    if setup is None:
+        return None
+    return (getattr(setup, "__module__", None), getattr(setup, "__qualname__", type(setup).__qualname__),
+            getattr(setup, "__code__", None))
+
+
 def _reachable(path: Path) -> bool:
     """Whether every folder above ``path`` lets others through (an unprivileged user must reach the binaries)."""
     for parent in path.resolve().parents:
@@ -139,7 +152,7 @@ class Postmaster:
         self.root = Path(tempfile.mkdtemp(prefix="dst-pg-"))
         self.owner = os.getpid()
         self.process: subprocess.Popen[bytes] | None = None
-        self.templates: dict[str, str] = {}  # schema digest -> its template database
+        self.templates: dict[tuple[str, object], str] = {}  # (schema, what setup is known as) -> its template
         self.made = 0
         self.user: dict[str, Any] = {}
         if os.geteuid() == 0:  # PostgreSQL refuses root: initdb and the server run as nobody, in nobody's folder
@@ -206,11 +219,12 @@ class Postmaster:
     def template(self, schema: str, setup: Callable[[str], None] | None = None) -> str:
         """The template database holding dst's clock, ``schema`` and what ``setup`` makes (given the template's DSN:
         a migration tool's run, say); both run once here, at the template's first use."""
-        key = schema if setup is None else f"{schema}\0{setup.__module__}.{setup.__qualname__}"
-        digest = hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
-        name = self.templates.get(digest)
+        key = (schema, _known_as(setup))
+        name = self.templates.get(key)
         if name is None:
-            name = f"dst_t_{digest}"
+            # this process's own (a forked worker makes those its parent had not), the schema's digest for a reader
+            digest = hashlib.blake2b(schema.encode(), digest_size=6).hexdigest()
+            name = f"dst_t_{os.getpid()}_{len(self.templates) + 1}_{digest}"
             self.control.query(f"DROP DATABASE IF EXISTS {name}")
             self.control.query(f"CREATE DATABASE {name}")
             self.control.query(f"ALTER DATABASE {name} SET search_path = {DATABASE_PATH}")
@@ -233,7 +247,7 @@ class Postmaster:
                 made.close()
                 self.control.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
                 raise
-            self.templates[digest] = name
+            self.templates[key] = name
         return name
 
     def database(self, schema: str, isolation: str | None, setup: Callable[[str], None] | None = None) -> str:
