@@ -12,51 +12,16 @@ Run apart from dst's own suite: Prefect freezes its settings at import, and dst'
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 from uuid import UUID
 
 import httpx
 import pytest
-from prefect.server.api.server import create_app
 from prefect.server.concurrency.lease_storage import get_concurrency_lease_storage
-from prefect.server.concurrency.lease_storage import memory
-from prefect.server.database import provide_database_interface
-from prefect.server.database.dependencies import temporary_database_interface
-from prefect.settings import (PREFECT_API_DATABASE_CONNECTION_URL, PREFECT_HOME,
-                              PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE, temporary_settings)
+
+from conftest import live_leases, restart_the_server_process
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    """Prefect's app on a fresh SQLite database made by its own migrations, with its default lease storage."""
-    with temporary_settings(updates={
-        PREFECT_HOME: str(tmp_path / "home"),
-        PREFECT_API_DATABASE_CONNECTION_URL: f"sqlite+aiosqlite:///{tmp_path / 'prefect.db'}",
-        PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE: "prefect.server.concurrency.lease_storage.memory",
-    }), temporary_database_interface():  # this test's database, not one an earlier test cached
-        restart_the_server_process()
-        db = provide_database_interface()
-        await db.create_db()
-        app = create_app(ephemeral=True, ignore_cache=True)
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://server/api") as client:
-            yield client
-        await (await db.engine()).dispose()
-        restart_the_server_process()
-
-
-def restart_the_server_process() -> None:
-    """What a new server process does not have: the in-memory lease storage is a class-level singleton
-    (``lease_storage/memory.py``); the database keeps what it committed."""
-    memory.ConcurrencyLeaseStorage._instance = None
-    memory.ConcurrencyLeaseStorage._initialized = False
 
 
 async def limit(api: httpx.AsyncClient, name: str, size: int) -> None:
@@ -80,10 +45,6 @@ async def active_slots(api: httpx.AsyncClient, name: str) -> int:
     return int(response.json()["active_slots"])
 
 
-async def live_leases() -> int:
-    return len(await get_concurrency_lease_storage().read_active_lease_ids(limit=100))
-
-
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="findings 001 and 004: a restart loses the in-memory leases; the count keeps their slots")
 async def test_a_server_restart_leaves_no_slot_counted_that_no_lease_holds(api: httpx.AsyncClient) -> None:
@@ -104,9 +65,9 @@ async def two_holders_and_the_first_released_twice_at_once(api: httpx.AsyncClien
     storage = get_concurrency_lease_storage()
     read, barrier = storage.read_lease, asyncio.Barrier(2)
 
-    async def read_lease(lease: UUID, *args: Any, **kwargs: Any) -> Any:
-        found = await read(lease, *args, **kwargs)
-        if lease == first:
+    async def read_lease(lease_id: UUID, *args: Any, **kwargs: Any) -> Any:
+        found = await read(lease_id, *args, **kwargs)
+        if lease_id == first:
             await barrier.wait()
         return found
 
