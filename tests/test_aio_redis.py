@@ -103,9 +103,11 @@ def test_a_redis_restart_keeps_what_aof_wrote_and_none_loses_it(model: str, outc
     result = run(scripted(model, [step("1s", "c2", "restart-check")]), 1)
     assert result.jobs == {outcome: 1}  # the key and the stream kept or lost; the script cache lost either way
     assert logged("restart") == [1025]
-    # The pooled connection was reset. redis-py 8 hands it out all the same (with maintenance notifications on, its
-    # pool skips the check of a connection's stream) and the command reads the end of it, as over TCP; 7 reconnects.
-    assert logged("reset seen") == ([1025] if int(redis.__version__.split(".")[0]) >= 8 else [])
+    # The pooled connection was reset. redis-py 8.0 and 8.1 hand it out all the same (with maintenance notifications
+    # on, their pool skips the check of a connection's stream) and the command reads the end of it, as over TCP; 7
+    # reconnects, and so does 8.2, whose pool reads what is pending on the stream and finds its end.
+    version = tuple(int(part) for part in redis.__version__.split(".")[:2])
+    assert logged("reset seen") == ([1025] if (8, 0) <= version < (8, 2) else [])
 
 
 def test_a_redis_restart_resets_every_connection_at_once_and_at_its_next_use() -> None:
@@ -115,7 +117,8 @@ def test_a_redis_restart_resets_every_connection_at_once_and_at_its_next_use() -
     closed = "Connection closed by server."
     assert logged("restart") == [1010]
     assert logged("c1 park reset") == [(1010, closed)]  # a BLPOP parked: at the restart
-    assert logged("c3 hold reset") == [(5100, closed)]  # an idle connection: when next used
+    # An idle connection: when next used (redis-py 8.2 says it found the stream's end before writing).
+    assert logged("c3 hold reset") in ([(5100, closed)], [(5100, "Connection closed by the server before write")])
 
 
 def test_a_client_crash_resets_its_connections_and_its_parked_read_never_answers() -> None:
