@@ -70,6 +70,25 @@ def build_probe(env: sut.Env[object]) -> aio.System:
 probe = sut.Model(build_probe)
 
 
+def build_deadline_probe(env: sut.Env[object]) -> aio.System:
+    """A holder that reckons its grant good for 10 s and marks the moment after it with that deadline."""
+    async def server() -> object:
+        return {Acquire: Probe(env).acquire}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        await aio.call(Acquire("db", 1, client), timeout=5_000)
+        granted = asyncio.get_running_loop().time()
+        LOG.append(("granted", _when()))
+        await aio.moment("granted", until=granted + 10)
+        LOG.append(("went on", _when()))
+        return "done"
+
+    return aio.System(server=server, job=job)
+
+
+deadline_probe = sut.Model(build_deadline_probe, client_moments=("granted",))
+
+
 def _misbehaving(handler: str) -> sut.Model[object]:
     async def acquire(req: Acquire) -> Done:
         if handler == "thread":

@@ -174,6 +174,20 @@ def test_a_fault_aimed_at_await_strikes_as_the_process_next_resumes():
     assert during(aio_models.LOG, "handling") == [moment[0] / 1000 + 2]  # the handler ran after the pause
 
 
+def test_a_pause_aimed_with_past_lasts_until_that_long_after_the_deadline_the_moment_names():
+    def went_on(**pause: str) -> float:
+        aio_models.LOG.clear()
+        steps = [{"at": "0s", "actor": "c1", "action": "acquire", "work": "1s"},
+                 {"at": "0s", "actor": "c1", "action": "pause", "moment": "granted", **pause}]
+        assert run(scripted("deadline_probe", steps), 1).jobs == {"done": 1}
+        [granted], [after] = during(aio_models.LOG, "granted"), during(aio_models.LOG, "went on")
+        return round(float(after) - float(granted), 3)  # type: ignore[arg-type]
+
+    assert went_on(**{"for": "60s", "past": "3s"}) == 13  # the 10 s the holder reckons with, and 3 s past them
+    assert went_on(**{"for": "60s"}) == 60  # no past: as long as drawn, whatever the moment names
+    assert went_on(**{"for": "60s", "past": "0s"}) == 10  # just at the deadline
+
+
 def test_a_dead_process_s_last_words_reach_nothing_real():
     # The handler dies mid-sleep with the server; its finally runs only once the run is over, when its coroutine
     # is closed, and still inside the sandbox: it reads the virtual clock, not the real one.

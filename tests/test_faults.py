@@ -280,6 +280,31 @@ def test_targeted_faults_are_generated_only_where_the_scenario_asks_and_aim_at_t
     assert moments and moments <= set(model.client_moments)
 
 
+def test_past_is_drawn_only_for_aimed_faults_that_last_and_only_where_the_scenario_sets_it():
+    from dst.plan import step_from_mapping
+    from dst.runner.generate import generate_plan
+    from dst.scenario import parse_scenario
+    from dst.sim.rng import Streams
+
+    def plan(pause: dict) -> list:
+        return [s for s in generate_plan(parse_scenario({"faults": {"pause": pause}}, "<t>"), Streams(4))
+                if s.action == "pause"]
+
+    aimed = {"rate": 2.0, "duration": ["1s", "9s"], "targeted": 0.5}
+    assert plan(aimed) and not [s for s in plan(aimed) if s.arg("past") is not None]
+    drawn = plan({**aimed, "past": ["1s", "2s"]})
+    assert [s.arg("moment") is not None for s in drawn] == [s.arg("past") is not None for s in drawn]
+    assert {1_000 <= s.number("past") <= 2_000 for s in drawn if s.arg("moment")} == {True}
+    # The same draws otherwise: a scenario that sets past moves no other step.
+    assert [(s.at, s.actor, s.arg("for")) for s in drawn] == [(s.at, s.actor, s.arg("for")) for s in plan(aimed)]
+    try:  # a fault that does not last (a clock set back by an amount) has no past
+        step_from_mapping({"at": "1s", "actor": "c1", "action": "clock-skew", "by": "1s", "past": "1s"}, 1)
+    except ValueError as e:
+        assert str(e).startswith("past: ")
+    else:
+        raise AssertionError("clock-skew took a past")
+
+
 def test_a_skewed_wall_clock_does_not_move_the_correct_client_which_times_its_lease_monotonically():
     skew = {"at": "10s", "actor": "c1", "action": "clock-skew", "by": "30s"}
     plain, skewed = script([job("0s", work="100s", writes=1)]), script([job("0s", work="100s", writes=1), skew])

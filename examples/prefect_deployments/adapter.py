@@ -136,6 +136,7 @@ def build(env: sut.Env[Options]) -> aio.System:
             give_up = loop.time() + patience
             while True:
                 try:
+                    pending = loop.time()
                     result: OrchestrationResult[Any] = await api.set_flow_run_state(run.id, states.Pending())
                 except (httpx.HTTPError, ObjectNotFound) as e:
                     return f"pending failed ({type(e).__name__})"
@@ -151,7 +152,7 @@ def build(env: sut.Env[Options]) -> aio.System:
                 if loop.time() + wait > give_up:
                     return "gave up waiting for a slot"
                 await asyncio.sleep(max(wait, 0))
-            await aio.moment("pending")
+            await aio.moment("pending", until=pending + o.grace / 1000)  # its lease lasts the grace period
             await asyncio.sleep(o.provision / 1000)  # the infrastructure starts
             # The flow engine.
             sent = loop.time()
@@ -172,8 +173,8 @@ def build(env: sut.Env[Options]) -> aio.System:
             lease_id = result.state.state_details.deployment_concurrency_lease_id if result.state else None
             if lease_id is None:
                 return "running without a lease"
-            await aio.moment("running")
             valid_until = [sent + o.grace / 1000]  # RUNNING renewed the lease (or took a new one) for the grace period
+            await aio.moment("running", until=valid_until[0])
             failed, cancelled = asyncio.Event(), asyncio.Event()
 
             def renewed(sent: float) -> None:
@@ -197,7 +198,7 @@ def build(env: sut.Env[Options]) -> aio.System:
                 left -= piece - await aio.work(ids.of(lease_id), piece)
             if acting is not None:
                 await acting
-            await aio.moment("before-terminal")
+            await aio.moment("before-terminal", until=valid_until[0])  # the expiry its last answered renewal gave
             final: State[Any] = {"completed": states.Completed(), "cancelled": states.Cancelled(),
                      "lease lost": states.Crashed(message="lease renewal failed")}[outcome]
             try:  # the engine proposes its terminal state inside the run context: the lease is still renewed

@@ -41,6 +41,9 @@ class Step(Protocol):
     def as_job(self, action: str) -> object:
         """The same step as a job of ``action`` with no arguments (keyed as this step)."""
 
+    def with_arg(self, name: str, value: object) -> Step:
+        """This step with argument ``name`` set to ``value``."""
+
 
 def _crash(sim: Processes, step: Step) -> None:
     sim.clients[step.actor].crash()
@@ -122,6 +125,12 @@ class FaultKind:
     chance: tuple[str, str] = ("", "")
     connection_only: bool = False  # it befalls only a message on a connection (HTTP), never a datagram (RPC)
 
+    @property
+    def lasts_past(self) -> bool:
+        """Aimed at a moment that names a deadline, it can last until a while past it (``past``): a holder paused, or
+        a server frozen, or a client cut off, until just after the expiry it reckons with."""
+        return self.duration_arg == "for" and not self.pinned
+
 
 FAULTS: tuple[FaultKind, ...] = (
     FaultKind("crash", "crash", "client", None, _crash,
@@ -194,6 +203,15 @@ def befell(network_drawn: list[tuple[int, str, int, int]],
     out += [(at, "server", "slow", {"message": key_name(key), "round_trip": n, "by": ms})
             for at, key, n, ms in server_drawn]
     return sorted(out, key=lambda step: step[0])
+
+
+def struck(step: Step, until: int | None, now: int) -> Step:
+    """An aimed step as it strikes, at ``now``, a moment that names the deadline ``until`` (or none): with ``past``
+    it lasts until that long after the deadline (``past`` alone if the deadline has gone by); else as drawn."""
+    past = step.arg("past")
+    if until is None or not isinstance(past, int):
+        return step
+    return step.with_arg("for", max(0, until - now) + past)
 
 
 _BY_STEP: dict[tuple[str, str], FaultKind] = {(kind.action, kind.target): kind for kind in FAULTS}

@@ -30,7 +30,8 @@ for _kind in FAULTS:
     _who, _args = ACTIONS.get(_kind.action, (_kind.target, {}))
     ACTIONS[_kind.action] = ("client-or-server" if _who != _kind.target else _who,
                              {**_args, **dict(_kind.args), **({_kind.duration_arg: "duration"} if _kind.duration_arg else {}),
-                              **({} if _kind.pinned else {"moment": "name"})})  # a scheduled fault can be aimed
+                              **({} if _kind.pinned else {"moment": "name"}),  # a scheduled fault can be aimed
+                              **({"past": "duration"} if _kind.lasts_past else {})})
 ACTIONS = dict(sorted(ACTIONS.items()))
 
 __all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "is_client", "make_step", "sort_steps", "step_from_mapping"]

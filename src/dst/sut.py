@@ -91,7 +91,7 @@ STEP = None  # a store round trip (a bare yield, the cheapest thing to hand up)
 SLEEP = 0  # (SLEEP, ms)
 CALL = 1  # (CALL, destination, request, wait)
 WORK = 2  # (WORK, handle, ms)
-MOMENT = 3  # (MOMENT, name)
+MOMENT = 3  # (MOMENT, name, deadline or None)
 WAIT = 4  # (WAIT, wakes, ms): parked until a wake in ``wakes`` is called, or ``ms`` pass
 
 
@@ -118,11 +118,13 @@ def call(destination: str, request: Any, *, wait: int = 0) -> Generator[tuple[in
 
 
 @types.coroutine
-def moment(name: str) -> Generator[tuple[int, str], None, None]:
+def moment(name: str, until: int | None = None) -> Generator[tuple[int, str, int | None], None, None]:
     """Mark a sensitive moment (just after a grant, just before a fenced write, between a read and its
     write): a targeted fault aimed at it strikes here, so a pause lands where it matters instead of
-    anywhere. Declare the names in :class:`Model`. Costs nothing, and takes no time, when no fault is aimed."""
-    yield (MOMENT, name)
+    anywhere. ``until`` names the deadline the program reckons it has there (virtual ms: its lease's expiry as
+    it computes it): a fault aimed with ``past`` lasts until that long after it (a holder paused just past its
+    expiry). Declare the names in :class:`Model`. Costs nothing, and takes no time, when no fault is aimed."""
+    yield (MOMENT, name, until)
 
 
 @types.coroutine

@@ -159,9 +159,11 @@ async def work(handle: Any, ms: int) -> int:
     return int(await _process().work(handle, ms))
 
 
-async def moment(name: str) -> None:
-    """A sensitive moment (just after a grant, just before a write): a targeted fault aimed at it strikes here."""
-    await _process().moment(name)
+async def moment(name: str, until: float | None = None) -> None:
+    """A sensitive moment (just after a grant, just before a write): a targeted fault aimed at it strikes here.
+    ``until`` is the deadline the program reckons it has there, in the loop's time (``loop.time()`` seconds: its
+    lease's expiry as it computes it); a fault aimed with ``past`` lasts until that long after it."""
+    await _process().moment(name, None if until is None else round(until * 1000))
 
 
 async def round_trip() -> None:

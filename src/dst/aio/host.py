@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import ContractError
 from ..frames import where_raised
-from ..sim.process import ClientLifecycle, HostHooks, ServerLifecycle, Targets
+from ..sim.process import ClientLifecycle, Fire, HostHooks, ServerLifecycle, Targets
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
@@ -31,14 +31,15 @@ from .loop import REQUEST, Loop, Process
 from .observe import Observer, RunObserver
 from .wire import HttpRequest, HttpResponse, RemoteError
 
-async def _moment(process: Any, name: str) -> None:
-    """A sensitive moment of ``process``'s code: the fault armed for it, if any, strikes here."""
+async def _moment(process: Any, name: str, until: int | None) -> None:
+    """A sensitive moment of ``process``'s code (naming the deadline ``until``, virtual ms, or none): the fault
+    armed for it, if any, strikes here."""
     armed = process.targets.take(name)
     if armed is None:
         return
     process.trace.append((process.kernel.now, process.name, "moment", f"{name}: {armed[0]}"))
     epoch = process.epoch
-    armed[1]()
+    armed[1](until)
     if process.epoch != epoch:
         await process.loop.create_future()  # struck down at the moment: nothing of this process runs again
     await asyncio.sleep(0)  # paused at the moment: the rest of the step waits for the resume
@@ -56,7 +57,7 @@ class _Targets(Targets):
         super().__init__()
         self.process = process
 
-    def arm(self, moment: str, what: str, fire: Callable[[], None]) -> None:
+    def arm(self, moment: str, what: str, fire: Fire) -> None:
         if moment != AWAIT:
             super().arm(moment, what, fire)
         elif self.process.at_await is None:
@@ -64,7 +65,7 @@ class _Targets(Targets):
 
             def strike() -> None:
                 process.trace.append((process.kernel.now, process.name, "moment", f"{AWAIT}: {what}"))
-                fire()
+                fire(None)
 
             process.at_await = strike
 
@@ -208,8 +209,8 @@ class Server(Process, ServerLifecycle):
         loop.call_after_ms(ms, rank, _resolve, done)
         await done
 
-    async def moment(self, name: str) -> None:
-        await _moment(self, name)
+    async def moment(self, name: str, until: int | None = None) -> None:
+        await _moment(self, name, until)
 
 
 def _resolve(future: asyncio.Future[Any]) -> None:
@@ -376,8 +377,8 @@ class Client(Process, ClientLifecycle):
                 self.slices.remove(one)
                 self.ghost.work_stopped(self.name, one[0])
 
-    async def moment(self, name: str) -> None:
-        await _moment(self, name)
+    async def moment(self, name: str, until: int | None = None) -> None:
+        await _moment(self, name, until)
 
 
 def _time_out(answer: asyncio.Future[Any]) -> None:

@@ -59,7 +59,7 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
         if per_ms <= 0:  # a rate so small (5e-324) that per millisecond it is none at all
             continue
         kind = BY_NAME[name]
-        rnd = streams.sequence("faults", name)
+        rnd, past = streams.sequence("faults", name), streams.sequence("faults", name, "past")
         clock = 0.0
         while True:
             clock += rnd.expovariate(per_ms)
@@ -72,6 +72,8 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
             aims = moments[kind.target]
             if fault.targeted > 0 and aims and rnd.random() < fault.targeted:
                 args["moment"] = aims[rnd.randrange(len(aims))]  # aimed at the actor's next such moment
+                if fault.past[1] > 0 and kind.lasts_past:  # a stream of its own: the other draws stay as they were
+                    args["past"] = pick(past, fault.past)
             raw.append((at, actor, kind.action, args))
 
     if runs.enabled:

@@ -23,7 +23,7 @@ import attrs
 
 from .. import assertions
 from ..errors import MODEL_ERROR, ModelFault, Stalled
-from ..faults import fault_of, is_pinned
+from ..faults import fault_of, is_pinned, struck
 from ..frames import described, raised_in
 from ..invariants import BY_ID
 from ..invariants.situations import cases_met, catalogue
@@ -159,7 +159,7 @@ class Simulation:
             host = world.server if step.actor == SERVER else world.clients[step.actor]
             what = step.describe().split(" ", 2)[2].replace(f" moment={aim}", "")
             world.trace.append((world.kernel.now, step.actor, "aim", f"{what} at its next {aim}"))
-            host.targets.arm(aim, what, lambda: fault.apply(world, step))
+            host.targets.arm(aim, what, lambda until: fault.apply(world, struck(step, until, world.kernel.now)))
             return
         if step.actor == "user":
             run_id, work = cast(int, step.arg("run")), cast(int, step.arg("work", 0))

@@ -270,11 +270,14 @@ class RunsConfig:
 @attrs.frozen
 class FaultRate:
     """A fault kind: expected occurrences per virtual minute, how long each lasts, and the fraction aimed
-    at a sensitive moment the model marks (the rest strike whenever they fall)."""
+    at a sensitive moment the model marks (the rest strike whenever they fall). ``past``: an aimed one that
+    strikes a moment naming a deadline (the holder's expiry as it reckons it) lasts until this long past it
+    (a pause, a partition, a server pause; [0, 0]: as ``duration`` says)."""
 
     rate: float = key(0.0, RATE)
     duration: Range = key((0, 0), RANGE)
     targeted: float = key(0.0, PROBABILITY)
+    past: Range = key((0, 0), RANGE)
 
 
 class _Faults:

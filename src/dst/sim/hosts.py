@@ -164,7 +164,7 @@ class ClientHost(ClientLifecycle):
                 if armed is None:
                     continue  # nothing aimed at this moment: the job goes straight on
                 self.trace.append((kernel.now, self.name, "moment", f"{command[1]}: {armed[0]}"))
-                armed[1]()
+                armed[1](command[2])
                 self.running.actor = self.name  # the fault ran the harness's code (a restart's boot, say): this job again
                 if not self.alive or self.job is None:
                     return
@@ -330,7 +330,7 @@ class ServerHost(ServerLifecycle):
                     armed = self.targets.take(command[1])
                     if armed is not None:
                         self.trace.append((self.kernel.now, "server", "moment", f"{command[1]}: {armed[0]}"))
-                        armed[1]()
+                        armed[1](command[2])
                         self.running.actor, self.running.key = SERVER, task[1]  # this handler again, after the fault
                         if task[4] != self.epoch:
                             return  # struck down at the moment: the process that ran it is gone

@@ -75,18 +75,23 @@ class Running:
         return self.raised if self.raised is not None else (self.actor, self.key)
 
 
+Fire = Callable[[int | None], None]
+"""How an armed fault strikes: told the deadline the moment names (virtual ms: a holder's expiry by its own
+reckoning), or None."""
+
+
 class Targets:
     """Faults armed for a process's next sensitive moment: moment name -> (what it does, how to do it)."""
 
     __slots__ = ("armed",)
 
     def __init__(self) -> None:
-        self.armed: dict[str, tuple[str, Callable[[], None]]] = {}
+        self.armed: dict[str, tuple[str, Fire]] = {}
 
-    def arm(self, moment: str, what: str, fire: Callable[[], None]) -> None:
+    def arm(self, moment: str, what: str, fire: Fire) -> None:
         self.armed.setdefault(moment, (what, fire))  # one armed fault per moment: a second waits for none
 
-    def take(self, moment: str) -> tuple[str, Callable[[], None]] | None:
+    def take(self, moment: str) -> tuple[str, Fire] | None:
         return self.armed.pop(moment, None) if self.armed else None
 
 
