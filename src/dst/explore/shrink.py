@@ -47,10 +47,10 @@ from typing import Any, Callable, Iterable, cast
 
 import attrs
 
-from ..errors import MODEL_ERROR, UserError
+from ..errors import UserError
 from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
-from ..invariants import BY_ID, shape
+from ..invariants import shape
 from ..sim.trace import parse_key, step_of
 from ..runner import RunResult, run
 from ..runner.watchdog import known_stall
@@ -137,11 +137,12 @@ def _same_run(scenario: Scenario, seed: int, first: RunResult, again: RunResult)
 class Shrinker:
     def __init__(self, scenario: Scenario, seed: int, invariant: str, *, max_runs: int = 3000,
                  seconds: float = 120.0, clock: Callable[[], float] = time.monotonic,
-                 stopped: Callable[[], bool] = lambda: False, error_shape: str | None = None) -> None:
+                 stopped: Callable[[], bool] = lambda: False, signature: str | None = None) -> None:
         self.stopped = stopped
         self.seed = seed
         self.invariant = invariant
-        self.error_shape = error_shape  # a model error: the shape of its message (the same error, where raised)
+        # The shape of the violation a candidate must keep (its campaign signature; None: the best run's).
+        self.signature = signature
         self.max_runs = max_runs
         self.deadline = clock() + seconds
         self.clock = clock
@@ -174,16 +175,16 @@ class Shrinker:
         return True
 
     def _same_violation(self, result: RunResult) -> bool:
+        """The same violation: the same invariant, and the shape of its message (the campaign's signature), not
+        another violation of it that an easier path reaches (a double release that read the lease present must not
+        slip into a fallback release; single-executor's two executions are not work under a lapsed claim; a model
+        error is not another of the model's). What the finding is named for stays true."""
         if result.violation is None or result.violation.invariant != self.invariant:
             return False
-        # The same kind of violation, where an invariant tells its kinds apart (single-executor's two executions of
-        # a run are not a worker working on under a lapsed claim): what the finding is named for stays true.
-        unit, best = BY_ID.get(self.invariant), self.best_result
-        if unit is not None and best is not None and best.violation is not None and \
-                unit.titled(result.violation.message) != unit.titled(best.violation.message):
-            return False
-        # A model error: the same error (the shape of its message), not another of the model's.
-        return self.error_shape is None or shape(result.violation.message) == self.error_shape
+        signature, best = self.signature, self.best_result
+        if signature is None and best is not None and best.violation is not None:
+            signature = shape(best.violation.message)
+        return signature is None or shape(result.violation.message) == signature
 
     def _reaim(self, candidate: Scenario) -> bool:
         """Run a candidate whose faults were made to follow what they were about, where the change moved it
@@ -342,7 +343,7 @@ class Shrinker:
             moved = self.with_steps(attrs.evolve(s, at=struck.at) if s is death else s for s in plan)
             detour = Shrinker(moved, self.seed, self.invariant, max_runs=min(_DETOUR, self.max_runs - self.runs),
                               seconds=self.deadline - self.clock(), clock=self.clock, stopped=self.stopped,
-                              error_shape=self.error_shape)
+                              signature=self.signature)
             began = self.clock()
             detour.shrink()
             self.runs += detour.runs
@@ -431,14 +432,14 @@ def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: st
     first = run(start, seed)
     if first.violation is None or first.violation.invariant != invariant:
         raise ValueError(f"the run does not violate {invariant}: nothing to minimize")
-    error_shape = shape(first.violation.message) if invariant == MODEL_ERROR else None
+    signature = shape(first.violation.message)
     early = Shrinker(start, seed, invariant, max_runs=max(1, max_runs // 3), seconds=seconds / 3, clock=clock,
-                     stopped=stopped, error_shape=error_shape)
+                     stopped=stopped, signature=signature)
     early.best_result = first
     if len(pin_draws(start, first).steps or ()) > 2 * len(plan) + _FEW_DRAWS:
         # More faults drawn than the plan has steps (a long run of a heavy model draws hundreds): a third of the
         # budget for the big cuts first, before they are written out as steps, then the passes on the smaller run.
-        with known_stall(error_shape):
+        with known_stall(signature):
             early.cut_early()
         start, first = early.best, early.best_result or first
     explicit = pin_draws(start, first)
@@ -446,10 +447,10 @@ def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: st
     _same_run(scenario, seed, first, again)
     shrinker = Shrinker(explicit, seed, invariant, max_runs=max(1, max_runs - early.runs),
                         seconds=max(0.0, seconds - (clock() - began)), clock=clock, stopped=stopped,
-                        error_shape=error_shape)
+                        signature=signature)
     shrinker.best_result = again
     shrinker.passes = early.passes
-    with known_stall(error_shape):
+    with known_stall(signature):
         stop = shrinker.shrink()
     if len(shrinker.best.steps or ()) > len(plan):
         # The budget ran out before the faults written out could go, leaving more steps than the seed's own plan:
