@@ -40,9 +40,10 @@ Job = Callable[[str, Any, sut.Order], Awaitable[str]]  # (client, the Server, or
 
 
 def model(handlers: dict[str, Handler], job: Job | None = None, *, persistence: str = "aof",
-          setup: Callable[[Any], Awaitable[None]] | None = None) -> sut.Model[object]:
+          setup: Callable[[Any], Awaitable[None]] | None = None, retrying: bool = False) -> sut.Model[object]:
     """A service whose server answers ``Do(what)`` with ``handlers[what]`` and whose jobs run ``job`` (by default: ask
-    the server to do the step's ``limit``)."""
+    the server to do the step's ``limit``). Its server's client is made by ``Redis.from_url``, which retries nothing
+    (redis-py 8), or, ``retrying``, by ``Redis(host, port)``, with redis-py's default retry."""
 
     def build(env: sut.Env[object]) -> aio.System:
         from redis.asyncio import Redis
@@ -50,7 +51,7 @@ def model(handlers: dict[str, Handler], job: Job | None = None, *, persistence: 
         server = LAST["server"] = stores.redis.Server(name="redis", persistence=persistence)  # type: ignore[arg-type]
 
         async def boot() -> object:
-            client = Redis.from_url(server.url)
+            client = Redis(host=server.name, port=server.port) if retrying else Redis.from_url(server.url)
             await client.ping()  # the connection's handshake before any request: a request's commands only
             if setup is not None:
                 await setup(client)
@@ -399,3 +400,12 @@ def _docket(env: sut.Env[object]) -> aio.System:
 
 
 docket = sut.Model(_docket)
+
+
+# --- a reset store connection: redis-py's own retry sends the command again ------------------------------------
+
+async def _incr(r: Any, server: Any) -> str:
+    return str(await r.incr("n"))
+
+
+counter = model({"incr": _incr}, retrying=True)

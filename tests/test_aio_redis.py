@@ -312,3 +312,50 @@ def test_pydocket_adds_a_keyed_task_that_is_running_as_a_no_op_and_runs_it_again
         ran = dst.aio.run(_add_while_running(), seed=1)
     assert [lease for lease, _ in ran] == ["L1", "L1"]  # the add while it ran made no second execution
     assert ran[1][1] - ran[0][1] >= 35  # the second is the add after it ended
+
+
+# --- a reset store connection: redis-py's own retry sends the command again ------------------------------------
+
+def _reset(when: str, round_trip: int = 1) -> dict[str, Any]:
+    """A pinned reset of the connection of step 1's request's handler (``1.20.0``: its first Do), at a round trip."""
+    return {"at": "1s", "actor": "server", "action": "store-reset", "message": "1.20.0", "round_trip": round_trip,
+            "when": when}
+
+
+def test_a_store_connection_reset_after_an_incr_ran_has_redis_pys_retry_run_it_twice() -> None:
+    result = run(scripted("counter", [step("1s", "c1", "incr"), _reset("after")]), 1)
+    # The INCR ran, its reply went with the connection; redis-py read the end of the stream (ConnectionError) and
+    # its retry sent the INCR again on a new connection: Redis ran it twice.
+    assert result.ok and result.jobs == {"2": 1} and redis_models.LAST["server"].string("n") == b"2"
+    assert ("server", "store-reset", "1.20.0 round trip 1 after it ran") in [e[1:] for e in result.trace]
+    assert result.faults == {"store-reset": 1} and [s.action for s in result.drawn] == ["store-reset"]
+
+
+def test_a_store_connection_reset_before_an_incr_ran_leaves_only_the_retry_to_run_it() -> None:
+    result = run(scripted("counter", [step("1s", "c1", "incr"), _reset("before")]), 1)
+    assert result.ok and result.jobs == {"1": 1} and redis_models.LAST["server"].string("n") == b"1"
+    assert ("server", "store-reset", "1.20.0 round trip 1 before it ran") in [e[1:] for e in result.trace]
+
+
+def test_drawn_store_resets_are_the_seeds_and_replay_as_the_pinned_steps_befell_writes() -> None:
+    from dst.explore.shrink import pin_draws
+
+    scenario = scripted("counter", [step(f"{i}s", f"c{1 + i % 3}", "incr") for i in range(1, 7)], store_reset=0.3)
+    first = run(scenario, 1)
+    resets = first.befell[2]
+    assert first.ok and {when for _, _, _, when in resets} == {"before", "after"}
+    # One reset struck after an INCR had run (step 5's first round trip): six INCRs, and the counter at 7.
+    assert redis_models.LAST["server"].string("n") == b"7" and sorted(first.jobs) == ["1", "2", "3", "4", "6", "7"]
+    assert run(scenario, 1).digest == first.digest
+    pinned = pin_draws(scenario, first)  # befell's steps in the plan, and no draw left to make more
+    assert pinned.model.store_reset == 0.0
+    assert [s.arg("when") for s in pinned.steps or () if s.action == "store-reset"] == [when for *_, when in resets]
+    assert run(pinned, 1).digest == first.digest
+
+
+def test_a_store_reset_step_is_before_or_after() -> None:
+    from dst.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError) as refused:
+        scripted("counter", [step("1s", "c1", "incr"), _reset("sometime")])
+    assert str(refused.value) == "<test>: steps[1].when: expected 'before' or 'after', got 'sometime'"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from conftest import events, script, simulation
 
 from dst.sim.trace import format_event
@@ -157,6 +159,16 @@ def test_a_pinned_slow_round_trip_holds_a_handler_open_and_traces_it():
     # The client's request timed out (2 s) and was retried: the correct model answers both, once each.
     assert len([e for e in events(r, "c1", "send") if "release" in e[3]]) == 2
     assert r.ok and r.faults == {"slow": 1}, show(r)
+
+
+def test_a_pinned_store_reset_on_a_round_trip_of_no_store_connection_is_traced_as_not_made():
+    """The coroutine seam's round trips are on no connection (Redis's are: tests/test_aio_redis.py)."""
+    plain = script([job("0s", work="5s", writes=0)])
+    pinned = script([job("0s", work="5s", writes=0), {"at": "5s", "actor": "server", "action": "store-reset",
+                                                      "message": "1.3.0", "round_trip": 1, "when": "after"}])
+    [note] = events(pinned, "server", "not reset")
+    assert note[3] == "1.3.0 round trip 1: not on a connection dst resets", show(pinned)
+    assert [e for e in pinned.trace if e != note] == list(plain.trace) and pinned.ok and pinned.drawn == ()
 
 
 def test_pinned_network_faults_happen_whatever_the_draws_say():
@@ -334,6 +346,11 @@ def test_each_pinned_kind_is_drawn_by_the_chance_the_registry_names_and_by_no_ot
             doc["model"]["impl"] = "examples.aio_leases:model"
             doc["network"]["proxy_timeout"] = ["1ms", "5ms"]  # shorter than a handler: the proxy sends again
             doc["workload"], doc["run"] = {"clients": 2, "jobs": 3}, {"duration": "60s"}  # a small world: cheap
+        if key == "store_reset":  # a connection store's (Redis): a service whose handlers write to one
+            if importlib.util.find_spec("fakeredis") is None:
+                continue  # the redis extra is not installed
+            doc["model"] |= {"impl": "redis_models:counter", "limits": {"incr": 1}}
+            doc["workload"], doc["run"] = {"clients": 2, "jobs": 3, "limit": "incr"}, {"duration": "60s"}
         if kind.chance[1]:
             assert kind.chance[1].startswith(f"{section}.")  # its duration's range is a key of the same section
         scenario = parse_scenario(doc, f"<only {kind.name}>")

@@ -143,10 +143,12 @@ def test_a_users_default_campaign_turns_on_every_fault_kind_and_finds_a_server_t
     roster = default_campaign(first)
     assert [s.name for s in roster.scenarios[:roster.broad]] == [
         "default", "default, with clock_skew", "default, with server_pause", "default, with slow",
-        "default, with reset", "default, with proxy-retry"]
+        "default, with store-reset", "default, with reset", "default, with proxy-retry"]
     slow = roster.scenarios[3]
     assert slow.model.store_slow > 0 and slow.run.quiet > first.run.quiet  # the slack a slow round trip adds
-    assert main(["fuzz", "--model", "aio_models:client_clock", "--count", "40", "--stop-on-first", "--no-findings",
+    # Seed 87 finds it: a roster of seven broad scenarios (the store's reset among them, which strikes only a service
+    # on a connection store) gives the clock skew's one its turns less often than six did (seed 15).
+    assert main(["fuzz", "--model", "aio_models:client_clock", "--count", "100", "--stop-on-first", "--no-findings",
                  "--json", "--workers", "1"]) == 1
     report = json.loads(capsys.readouterr().out)
     [group] = report["signatures"]
@@ -171,8 +173,8 @@ def test_a_campaign_names_the_fault_kinds_no_seed_turned_on(capsys, tmp_path) ->
     assert enabled["crash"] > 0 and set(enabled) >= {"clock_skew", "server_pause", "slow", "lose"}
     assert main(["fuzz", "--scenario", str(scenario), "--count", "4", "--no-findings"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert ("never enabled restart, pause, partition, clock_skew, server_restart, server_pause, slow, duplicate, "
-            "delay, lose, reset, proxy-retry: no seed turned them on") in out
+    assert ("never enabled restart, pause, partition, clock_skew, server_restart, server_pause, slow, store-reset, "
+            "duplicate, delay, lose, reset, proxy-retry: no seed turned them on") in out
 
 
 # --- small worlds first, for a model of the user's -----------------------------------------------------------------

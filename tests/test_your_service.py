@@ -264,7 +264,7 @@ def test_the_packages_bug_scenario_is_found_by_selftest_and_its_finding_replays(
      "model.reaper_interval: expected less than ttl (30000ms), got '40s'"),
     ('[model]\nimpl = "acme.model:model"\ntag = "x"\n', "model.tag: expected one of 'acme', 'other', got 'x'"),
     ('[model]\nimpl = "acme.model:model"\nreaper = "1s"\n',
-     "model.reaper: expected one of the keys impl, limits, store_latency, store_slow, store_slow_by, ttl, reaper_interval, tag (unknown key)"),
+     "model.reaper: expected one of the keys impl, limits, store_latency, store_slow, store_slow_by, store_reset, ttl, reaper_interval, tag (unknown key)"),
     ('[model]\nimpl = "acme.model:model"\nttl = "60s"\n\n[runs]\nsubmissions = 3\n',
      "acme.model:model does not run work"),
     ('bugs = ["double-release"]\n[model]\nimpl = "acme.model:model"\n',

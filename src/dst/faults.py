@@ -11,7 +11,7 @@ Two sorts of kind:
   process at its rate (per virtual minute), each with a duration drawn from its range and, for a
   client fault, a target client drawn uniformly;
 * *pinned* faults are what the keyed draws do to one message or one store round trip (a loss, a
-  duplicate, a long delay, a slow round trip), at the probabilities of ``[network]`` and
+  duplicate, a long delay, a slow round trip, a reset store connection), at the probabilities of ``[network]`` and
   ``[model]``. Written as a step, such a fault happens whatever the draws say: it is how a
   finding states the faults its story needs, and the minimizer writes them so.
 """
@@ -23,6 +23,7 @@ from typing import Any, Callable, Literal, Protocol
 import attrs
 
 from .sim.process import Processes
+from .sim.store import WHEN
 from .sim.trace import key_name, parse_key
 
 
@@ -101,6 +102,10 @@ def _pin_slow(sim: Processes, step: Step) -> None:
     sim.server.pin_slow(parse_key(step.text("message")), step.number("round_trip"), step.number("by"))
 
 
+def _pin_reset(sim: Processes, step: Step) -> None:
+    sim.server.pin_reset(parse_key(step.text("message")), step.number("round_trip"), step.text("when"))
+
+
 @attrs.frozen
 class FaultKind:
     name: str  # its key in [faults] (scheduled kinds), and in the run's fault counts
@@ -114,7 +119,7 @@ class FaultKind:
     style: str = ""  # how its trace events are drawn (rich style)
     new_incarnation: bool = False  # a client comes back as a new process (a worker then serves again)
     pinned: bool = False  # a pinned fault: applied before the run, to the message it names (no [faults] key)
-    args: tuple[tuple[str, str], ...] = ()  # its other step arguments and their kinds
+    args: tuple[tuple[str, str], ...] = ()  # its other step arguments and their kinds (dst.plan.ACTIONS)
     drawn_as: str = ""  # the trace event its draws make (pinned kinds): a finding without the step is named by it
     merges_into: str = ""  # a client's several faults of this kind say what one of that (client) kind says
     duration: tuple[int, int] = (0, 0)  # its duration range when a scenario gives only a rate (ms)
@@ -165,27 +170,34 @@ FAULTS: tuple[FaultKind, ...] = (
               "with-a-slow-store-round-trip", 7, "yellow", pinned=True,
               args=(("message", "key"), ("round_trip", "int")), drawn_as="slow",
               chance=("model.store_slow", "model.store_slow_by")),
+    # Redis's connections only: the coroutine seam's round trips, and the SQL drop-ins', are on none dst resets.
+    FaultKind("store-reset", "store-reset", "server", None, _pin_reset,
+              "the store connection (Redis) of the handler of `message` is reset at its `round_trip`-th store "
+              "round trip, `when` `before` the store ran the write or `after` (its reply lost): the client reads the "
+              "end of the stream, and redis-py's retry sends the command again", "with-a-reset-store-connection", 8,
+              "dim red", pinned=True, args=(("message", "key"), ("round_trip", "int"), ("when", "|".join(WHEN))),
+              drawn_as="store-reset", chance=("model.store_reset", "")),
     FaultKind("duplicate", "duplicate", "net", None, _pin_message(2),
               "`message` is delivered twice (a datagram: an RPC message; a connection never duplicates one)",
-              "with-a-duplicated-message", 8, "magenta", pinned=True, args=(("message", "key"),),
+              "with-a-duplicated-message", 9, "magenta", pinned=True, args=(("message", "key"),),
               drawn_as="duplicated", chance=("network.duplicate", "")),
     FaultKind("delay", "delay", "net", "by", _pin_message(1), "`message` takes `by` longer than its latency",
-              "with-a-delayed-message", 9, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed",
+              "with-a-delayed-message", 10, "yellow", pinned=True, args=(("message", "key"),), drawn_as="delayed",
               chance=("network.delay", "network.delay_by")),
     FaultKind("lose", "lose", "net", None, _pin_message(0),
               "`message` is lost (on a connection: a request before the server, which its client reads as a refused "
-              "connection; a response after the server ran it, which its client waits out)", "with-a-lost-message", 10,
+              "connection; a response after the server ran it, which its client waits out)", "with-a-lost-message", 11,
               "dim red", pinned=True, args=(("message", "key"),), drawn_as="lost", merges_into="partition",
               chance=("network.loss", "")),
     # Connections only (HTTP): a datagram has no connection to reset, and no proxy in front of its server.
     FaultKind("reset", "reset", "net", None, _pin_message(3),
               "the connection carrying `message` is reset: its client reads the reset, and the server never saw the "
-              "request (a request) or ran it (a response)", "with-a-reset-connection", 11, "dim red", pinned=True,
+              "request (a request) or ran it (a response)", "with-a-reset-connection", 12, "dim red", pinned=True,
               args=(("message", "key"),), drawn_as="reset", chance=("network.reset", ""), connection_only=True),
     FaultKind("proxy-retry", "proxy-retry", "net", "by", _pin_message(4),
               "a retrying proxy in front of the server forwards the request `message`, and when no response has come "
               "back `by` later (its upstream timeout) sends it again; its client gets the second attempt's answer",
-              "with-a-proxy-retry", 12, "magenta", pinned=True, args=(("message", "key"),), drawn_as="proxy-retried",
+              "with-a-proxy-retry", 13, "magenta", pinned=True, args=(("message", "key"),), drawn_as="proxy-retried",
               chance=("network.proxy_retry", "network.proxy_timeout"), connection_only=True),
 )
 SCHEDULED: tuple[FaultKind, ...] = tuple(kind for kind in FAULTS if not kind.pinned)
@@ -194,14 +206,17 @@ BY_NAME: dict[str, FaultKind] = {kind.name: kind for kind in FAULTS}
 FAULT_ACTIONS: tuple[str, ...] = tuple(dict.fromkeys(kind.action for kind in FAULTS))
 
 
-def befell(network_drawn: list[tuple[int, str, int, int]],
-           server_drawn: list[tuple[int, int, int, int]]) -> list[tuple[int, str, str, dict[str, Any]]]:
+def befell(network_drawn: list[tuple[int, str, int, int]], server_drawn: list[tuple[int, int, int, int]],
+           server_resets: list[tuple[int, int, int, str]]) -> list[tuple[int, str, str, dict[str, Any]]]:
     """Every fault that befell a message or a store round trip in a run (drawn or pinned), from what the
-    network and the server recorded, as the ``(at, actor, action, args)`` of the pinned steps that would say so."""
+    network and the server recorded (its slow round trips, its reset store connections), as the
+    ``(at, actor, action, args)`` of the pinned steps that would say so."""
     out = [(at, "net", action, {"message": key_name(key), **({"by": ms} if BY_NAME[action].duration_arg else {})})
            for at, action, key, ms in network_drawn]
     out += [(at, "server", "slow", {"message": key_name(key), "round_trip": n, "by": ms})
             for at, key, n, ms in server_drawn]
+    out += [(at, "server", "store-reset", {"message": key_name(key), "round_trip": n, "when": when})
+            for at, key, n, when in server_resets]
     return sorted(out, key=lambda step: step[0])
 
 

@@ -19,7 +19,8 @@ from .sim.trace import MAX_STEP_ID, parse_key
 from .text import format_duration, key_name, parse_duration, shorten, toml_value
 
 # action -> (who may perform it, {argument: kind}); kinds: "duration", "int" (>= 1), "count" (>= 0), "name",
-# "key" (a message as the trace names it: 17.3.0). The workload's actions, then every fault kind's (dst.faults).
+# "key" (a message as the trace names it: 17.3.0), or names between bars ("before|after": one of them). The
+# workload's actions, then every fault kind's (dst.faults).
 ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "acquire": ("client", {"limit": "name", "slots": "int", "work": "duration", "writes": "count"}),
     "serve": ("client", {}),
@@ -156,6 +157,11 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
             least = 1 if kind == "int" else 0
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{key}: expected an integer >= {least}, got {shorten(value)}")
+            args[key] = value
+        elif "|" in kind:
+            choices = kind.split("|")
+            if value not in choices:
+                raise ValueError(f"{key}: expected {' or '.join(map(repr, choices))}, got {shorten(value)}")
             args[key] = value
         else:
             if not isinstance(value, str) or not value:

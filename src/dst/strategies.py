@@ -26,9 +26,9 @@ Fault steps come from the registry, :data:`dst.faults.FAULTS`: a step for each s
 scenario enables (a rate above zero), its duration in the scenario's range for that kind, its other
 arguments by their declared kind, aimed at a moment the model marks only where the scenario aims that
 kind (``targeted`` above zero). A pinned kind (a lost, duplicated or delayed message, a slow store round
-trip) the scenario gives a chance (the key its registry entry names) is drawn aimed at a message of a job or
-run step of the same plan: its key is that step's id, a message kind the model sends (learned from runs of
-the scenario) and a count.
+trip, a reset store connection) the scenario gives a chance (the key its registry entry names) is drawn aimed
+at a message of a job or run step of the same plan: its key is that step's id, a message kind the model sends
+(learned from runs of the scenario) and a count.
 """
 
 from __future__ import annotations
@@ -215,9 +215,16 @@ def _jobs(scenario: Scenario) -> st.SearchStrategy[Draft]:
 _ARGUMENTS: dict[str, st.SearchStrategy[object]] = {"int": st.integers(1, _FEW), "count": st.integers(0, _FEW)}
 
 
+def _arguments(kind: FaultKind) -> dict[str, st.SearchStrategy[Any]]:
+    """A strategy per argument of ``kind`` that can be drawn: by :data:`_ARGUMENTS`, or one of a choice's names
+    (``before|after``: shrinks toward the first)."""
+    return {name: _ARGUMENTS[of] if of in _ARGUMENTS else st.sampled_from(of.split("|"))
+            for name, of in kind.args if of in _ARGUMENTS or "|" in of}
+
+
 def _fault(kind: FaultKind, rate: FaultRate, clients: int, serving: tuple[str, ...], moments: tuple[str, ...],
            grain: int) -> st.SearchStrategy[Draft]:
-    args: dict[str, st.SearchStrategy[Any]] = {name: _ARGUMENTS[of] for name, of in kind.args if of in _ARGUMENTS}
+    args = _arguments(kind)
     args |= {name: _multiples(*rate.duration, grain) for name, of in kind.args if of == "duration"}
     if kind.duration_arg:
         args[kind.duration_arg] = _multiples(*rate.duration, grain)
@@ -250,7 +257,7 @@ def _pins(scenario: Scenario) -> list[Pin]:
         aimed = messages if kind.target == "net" else tuple(m for m in messages if not m[1])  # a round trip: a request's
         if not aimed:
             continue
-        args: dict[str, st.SearchStrategy[Any]] = {name: _ARGUMENTS[of] for name, of in kind.args if of in _ARGUMENTS}
+        args = _arguments(kind)
         if kind.duration_arg:
             low, high = _setting(scenario, kind.chance[1])
             args[kind.duration_arg] = _multiples(low, high, grain)

@@ -1,7 +1,7 @@
 """Processes of an asyncio system: the server and the clients, on one deterministic loop.
 
 They keep the process protocol the faults call (``crash``, ``restart``, ``pause``, ``skew``, ``pin_slow``,
-``receive``, ``idle``, ``targets``), so every fault kind acts on an asyncio process as it acts on a
+``pin_reset``, ``receive``, ``idle``, ``targets``), so every fault kind acts on an asyncio process as it acts on a
 coroutine-seam one, and the runner, the invariants and the findings see no difference.
 
 * :class:`Server` builds the service with the adapter's factory at every boot (over the durable state
@@ -197,9 +197,17 @@ class Server(Process, ServerLifecycle):
     def trip(self) -> tuple[int, int]:
         """The next store round trip of the request (or background job) running now: its latency and its rank among
         what is due then. For a drop-in that does not wait it out itself (a Redis write: its client reads the reply)."""
+        return self.trips.delay(*self._next_trip())
+
+    def connection_trip(self) -> tuple[int, int, str]:
+        """:meth:`trip` for a write on a connection store's connection (Redis), and whether that connection is reset
+        at it: ``""`` (no), ``"before"`` the store ran the write, or ``"after"`` (its reply is lost)."""
+        return self.trips.connection_delay(*self._next_trip())
+
+    def _next_trip(self) -> tuple[int, int]:
         key = REQUEST.get()
         n = self.trip_counts[key] = self.trip_counts.get(key, 0) + 1
-        return self.trips.delay(key, n)
+        return key, n
 
     async def round_trip(self) -> None:
         """One store round trip of the request (or background job) running now."""

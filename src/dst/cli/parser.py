@@ -111,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--enable", action="append", default=[], metavar="KIND", choices=ENABLE,
                        help=f"turn on a fault kind the scenario leaves off (repeatable; {', '.join(ENABLE)}), as the "
                             f"default campaign of a model of your own runs it: a scheduled kind at "
-                            f"{ENABLE_RATE:g} a minute, a pinned one (the slow store, a reset, a retrying proxy) at a chance "
-                            f"of {ENABLE_CHANCE:g} a round trip or request")
+                            f"{ENABLE_RATE:g} a minute, a pinned one (the slow store, a store reset, a reset, a "
+                            f"retrying proxy) at a chance of {ENABLE_CHANCE:g} a round trip or request")
         p.add_argument("--aim", action="store_true",
                        help="aim half of each fault kind the scenario enables (and leaves unaimed) at the model's "
                             "sensitive moments, as the default campaign runs half its scenarios")

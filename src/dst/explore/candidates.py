@@ -69,6 +69,7 @@ def plainer(s: Scenario) -> Iterator[Callable[[Scenario], Scenario]]:
     yield lambda sc: attrs.evolve(sc, network=attrs.evolve(sc.network, latency=(sc.network.latency[0],) * 2))
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_latency=(sc.model.store_latency[0],) * 2))
     yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_slow=0.0))
+    yield lambda sc: attrs.evolve(sc, model=attrs.evolve(sc.model, store_reset=0.0))
     yield lambda sc: attrs.evolve(sc, run=attrs.evolve(sc.run, scheduler="uniform"))
 
 

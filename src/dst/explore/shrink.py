@@ -115,7 +115,7 @@ def size(s: Scenario) -> tuple[int, ...]:
     net = s.network
     noise = (net.loss > 0) + (net.duplicate > 0) + (net.delay > 0) + (net.latency[0] != net.latency[1]) \
         + (s.model.store_latency[0] != s.model.store_latency[1]) + (s.model.store_slow > 0) \
-        + (s.run.scheduler != "uniform")
+        + (s.model.store_reset > 0) + (s.run.scheduler != "uniform")
     return (len(steps), len(clients), sum(_durations(st) for st in steps), max((st.at for st in timed), default=0),
             sum(st.at for st in timed), sum(cast(int, st.arg("writes", 0)) + cast(int, st.arg("slots", 0)) for st in steps),
             sum(cap for _, cap in s.model.limits), noise, max((int(a[1:]) for a in clients), default=0))

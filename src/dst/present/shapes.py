@@ -286,7 +286,7 @@ def fault_marks(raw_trace: Sequence[Event], run_end: int,
         if fault is None:
             continue
         end: int | None = None
-        if fault.pinned and fault.target == "server":  # a slow store round trip
+        if fault.pinned and fault.duration_arg and fault.target == "server":  # a slow store round trip
             drawn = next(slow, None)
             end = None if drawn is None else now + drawn[3]
         elif fault.duration_arg and not fault.ends_on and actor != "net":  # its event says until when

@@ -43,13 +43,19 @@ def built(model: Model[Any], env: Env[Any]) -> tuple[Any, str | None]:
     return system, None
 
 
+# What a reset store connection adds to a handler: its client's retry, after a backoff (redis-py 8's first is at most
+# 20 ms, its cap 1 s), on a new connection (its handshake, then the command again: four round trips with redis-py 8).
+_RESET_RETRY = 1_000
+
+
 def slack_of(scenario: Scenario) -> int:
     """The worst a message and its handler's store round trips can add to the model's bounds (a slow round trip
-    counted), so a liveness window never closes on a message in flight."""
+    counted, and a reset store connection's retry), so a liveness window never closes on a message in flight."""
     m, net = scenario.model, scenario.network
     store = m.store_latency[1] + (m.store_slow_by[1] if m.store_slow > 0 else 0)
     proxy = net.proxy_timeout[1] + net.latency[1] if net.proxy_retry > 0 else 0  # a retrying proxy's second copy
-    return net.latency[1] + net.delay_by[1] + 4 * store + proxy
+    reset = _RESET_RETRY + 4 * store if m.store_reset > 0 else 0
+    return net.latency[1] + net.delay_by[1] + 4 * store + proxy + reset
 
 
 def window_of(bounds: Bounds, parts: set[str], slack: int) -> int:

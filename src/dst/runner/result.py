@@ -77,7 +77,8 @@ class RunResult:
     jobs: dict[str, int]
     violation: ViolationReport | None
     # What the network and the server recorded of the faults that befell messages and round trips.
-    befell: tuple[list[tuple[int, str, int, int]], list[tuple[int, int, int, int]]] = ([], [])
+    befell: tuple[list[tuple[int, str, int, int]], list[tuple[int, int, int, int]],
+                  list[tuple[int, int, int, str]]] = ([], [], [])
     unjudged: Unjudged | None = None
     situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
     cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for

@@ -41,8 +41,10 @@ def swarm(scenario: Scenario, seed: int) -> Scenario:
                            delay=probability(net.delay))
     run = attrs.evolve(scenario.run, scheduler=SCHEDULERS[rnd.randrange(len(SCHEDULERS))])
     model = attrs.evolve(scenario.model, store_slow=probability(scenario.model.store_slow))  # drawn last: the
-    # draws above are what they were before the store could be slow (and a connection be reset, a proxy retry)
+    # draws above are what they were before the store could be slow (and a connection be reset, a proxy retry, a
+    # store connection be reset)
     network = attrs.evolve(network, reset=probability(net.reset), proxy_retry=probability(net.proxy_retry))
+    model = attrs.evolve(model, store_reset=probability(scenario.model.store_reset))
     return attrs.evolve(scenario, faults=attrs.evolve(scenario.faults, **faults), network=network, run=run,
                         model=model)
 
@@ -64,8 +66,9 @@ def aimed(scenario: Scenario) -> Scenario:
 
 # What a default campaign turns on where a model's scenarios leave it off (``dst run --enable KIND``): each
 # scheduled fault kind, and the pinned kinds the embedded default leaves off (the slow store round trip, a reset
-# connection, a retrying proxy; the network's loss, duplicates and delays are on there already). A service's first
-# campaign then meets the clock skew, the server pause and the slow store its own scenarios never asked for.
+# store connection, a reset connection, a retrying proxy; the network's loss, duplicates and delays are on there
+# already). A service's first campaign then meets the clock skew, the server pause and the slow store its own
+# scenarios never asked for.
 _DEFAULT: Any = Scenario()
 ENABLE: tuple[str, ...] = (*(kind.name for kind in SCHEDULED),
                            *(kind.name for kind in FAULTS if kind.pinned

@@ -48,7 +48,8 @@ class World:
         self.strategy = strategy(scenario.run.scheduler, streams.keyed("scheduling"),
                                  streams.keyed("scheduling", "ready"))
         self.trips = RoundTrips(kernel, streams.keyed("scheduling"), self.trace, latency=m.store_latency,
-                                strategy=self.strategy, slow=m.store_slow, slow_by=m.store_slow_by)
+                                strategy=self.strategy, slow=m.store_slow, slow_by=m.store_slow_by,
+                                reset=m.store_reset)
         wl = scenario.workload
         self.user = UserHost(kernel, self.network, self.trace, request_timeout=wl.request_timeout, retries=wl.retries)
         self.faults: Counter[str] = Counter()  # how many of each fault kind the run applied

@@ -207,6 +207,9 @@ class ModelConfig:
     store_latency: Range = key((1, 20), RANGE)
     store_slow: float = key(0.0, PROBABILITY)  # probability that a store round trip is slow ...
     store_slow_by: Range = key((1_000, 5_000), RANGE)  # ... by this much more: a lock wait, a checkpoint
+    # Probability that a connection store's connection (Redis) is reset at a server round trip, before or after the
+    # store ran the write: the client reads the end of the stream, and its retry sends the command again.
+    store_reset: float = key(0.0, PROBABILITY)
     options: Any = None
 
     def resolve(self) -> Model[Any]:

@@ -244,10 +244,10 @@ class ClientLifecycle:
 
 
 class ServerLifecycle:
-    """What every kind of server process does the same way: its slow round trips, a pause (requests wait in its
-    socket, and die with the process if it restarts), the boot after a restart's downtime. A kind of server
-    brings ``boot``, ``restart``, ``_accept`` (a request it takes in) and ``_thaw`` (what a pause froze goes on),
-    and the attributes these read."""
+    """What every kind of server process does the same way: its pinned round trips (slow, reset), a pause (requests
+    wait in its socket, and die with the process if it restarts), the boot after a restart's downtime. A kind of
+    server brings ``boot``, ``restart``, ``_accept`` (a request it takes in) and ``_thaw`` (what a pause froze goes
+    on), and the attributes these read."""
 
     kernel: Kernel
     trace: list[Any]
@@ -278,8 +278,15 @@ class ServerLifecycle:
     def periods(self) -> tuple[int, ...]:
         return ()
 
+    @property
+    def resets(self) -> list[tuple[int, int, int, str]]:
+        return self.trips.resets
+
     def pin_slow(self, key: int, n: int, ms: int) -> None:
         self.trips.pin_slow(key, n, ms)
+
+    def pin_reset(self, key: int, n: int, when: str) -> None:
+        self.trips.pin_reset(key, n, when)
 
     def reply(self, message: tuple[Any, ...], response: Any) -> None:
         """Answer the request ``message`` with ``response``."""
@@ -356,6 +363,10 @@ class ServerProcess(Protocol):
         """Every slow store round trip: (time, handler key, round trip, ms)."""
 
     @property
+    def resets(self) -> list[tuple[int, int, int, str]]:
+        """Every store connection reset: (time, handler key, round trip, "before" or "after")."""
+
+    @property
     def periods(self) -> tuple[int, ...]:
         """The periods (ms) its background loops tick at, from each boot; () where they are not known."""
 
@@ -369,6 +380,10 @@ class ServerProcess(Protocol):
 
     def pin_slow(self, key: int, n: int, ms: int) -> None:
         """The handler of ``key`` takes ``ms`` longer over its ``n``-th store round trip."""
+
+    def pin_reset(self, key: int, n: int, when: str) -> None:
+        """The store connection of the handler of ``key``'s ``n``-th round trip is reset ``when`` (before the store
+        ran the write, or after). A round trip on no connection that dst resets takes none: the trace says so."""
 
     def receive(self, message: tuple[Any, ...]) -> None: ...
 

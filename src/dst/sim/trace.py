@@ -34,6 +34,7 @@ NETWORK = (CUT, DELAYED)
 SERVER_DOWN = "@: server down"  # (record,): a request the server was down for
 RESTARTED = "@: its process restarted"  # (record,): a request that waited in a paused process that restarted
 SLOW = "# round trip $ slower by $"  # (handler key, round trip, extra): a slow store round trip
+STORE_RESET = "# round trip $ $ it ran"  # (handler key, round trip, "before" or "after"): a store connection reset
 # What the store did, whoever did it (a reaper's removal, a sweep's cancel, a restart's loss show too): written
 # from the facts a model reports (dst.sim.facts), or from what the asyncio mode's observer saw change.
 STORED = "L$ stored for $: $ of $ until t=%"  # (lease, holder, slots, limit, expiry ms)

@@ -32,6 +32,10 @@ scripts too, through lupa), but it answers a blocking command on a task that wak
   parked never answers. A closed connection's last writes still run.
 * **Restarts.** :meth:`Server.restart` resets every connection (its client reads the end of the stream:
   ``ConnectionError``) and keeps the data (``persistence="aof"``) or loses it (``"none"``).
+* **A reset connection.** A server round trip's write can meet a reset of its connection (``model.store_reset``, a
+  pinned ``store-reset``): before Redis ran it, or after it ran, its reply lost. The client reads the end of the
+  stream, and redis-py's retry (where the client has one) sends the command again: after a reset after it ran, an
+  ``INCR`` runs twice, as over TCP. A client process's writes are never reset.
 
 The parts: :mod:`.resp` (replies as RESP bytes), :mod:`.commands` (fakeredis's socket, its parking, its writes
 noted), :mod:`.server` (:class:`Server`: connections, round trips, parked reads, restarts, the readers),

@@ -224,25 +224,33 @@ class Server:
 
     def _transmit(self, link: _Link, packet: list[Any]) -> None:
         """A write leaves the client: it reaches Redis after a store round trip of the process that sent it (the
-        server's draws its latency from the seed; any other process's is a yield)."""
+        server's draws its latency from the seed, and whether the connection is reset at it; any other process's is
+        a yield)."""
         loop = link.loop
         sender = loop.process
         loop.process = self._process
         try:
             if isinstance(sender, _HostServer):
-                ms, rank = sender.trip()
-                loop.call_after_ms(ms, rank, self._arrive, link, packet)
+                ms, rank, reset = sender.connection_trip()
+                loop.call_after_ms(ms, rank, self._arrive, link, packet, reset)
             else:
                 loop.call_soon(self._arrive, link, packet)
         finally:
             loop.process = sender
 
-    def _arrive(self, link: _Link, packet: list[Any]) -> None:
-        """A write reaches Redis; what came before it on the connection runs first (TCP keeps them in order)."""
+    def _arrive(self, link: _Link, packet: list[Any], reset: str = "") -> None:
+        """A write reaches Redis; what came before it on the connection runs first (TCP keeps them in order). Reset
+        (``reset``) at the round trip, the connection closes under its client, who reads the end of the stream:
+        ``"before"`` the write reached Redis (it never runs), or ``"after"`` it ran (its reply goes with it)."""
+        if reset == "before":
+            link.reset()
+            return
         packet[1] = True
         try:
             link.deliver()
         finally:
+            if reset:
+                link.reset()
             self._flush()
 
     def _after_command(self) -> None:
@@ -393,8 +401,8 @@ class _Link:
             self._gone()
 
     def reset(self) -> None:
-        """Redis closes the connection (a restart, CLIENT KILL): the client reads the end of its stream at once, and
-        what it had not yet delivered is lost."""
+        """Redis closes the connection (a restart, CLIENT KILL, a reset round trip): the client reads the end of its
+        stream at once, and what it had not yet delivered is lost."""
         if self.state == _GONE:
             return
         loop = self.loop
