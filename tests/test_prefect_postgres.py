@@ -34,7 +34,8 @@ def _server_with_pg_trgm() -> None:
         pytest.skip(why)
 
 
-@pytest.mark.parametrize("path", findings("prefect_limits", "postgres"), ids=lambda p: p.stem[:3])
+@pytest.mark.parametrize("path", findings("prefect_limits", "postgres") + findings("prefect_deployments", "postgres"),
+                         ids=lambda p: f"{p.parent.parent.name.removeprefix('prefect_')}-{p.stem[:3]}")
 def test_each_finding_on_postgres_replays_to_its_violation_with_its_trace(path: Any) -> None:
     assert_replays(path)
 
