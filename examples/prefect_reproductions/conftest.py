@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
+from uuid import UUID
 
 import httpx
 import prefect
@@ -62,3 +64,18 @@ def restart_the_server_process() -> None:
 
 async def live_leases() -> int:
     return len(await get_concurrency_lease_storage().read_active_lease_ids(limit=100))
+
+
+def both_read_before_either_goes_on(held: UUID) -> None:
+    """The lease storage's ``read_lease`` of ``held`` held until two callers have read it: both pass the read
+    before either goes on (an order two requests, or a request and the repossessor, handled at once can take)."""
+    storage = get_concurrency_lease_storage()
+    read, barrier = storage.read_lease, asyncio.Barrier(2)
+
+    async def read_lease(lease_id: UUID, *args: Any, **kwargs: Any) -> Any:
+        found = await read(lease_id, *args, **kwargs)
+        if lease_id == held:
+            await barrier.wait()
+        return found
+
+    storage.read_lease = read_lease  # type: ignore[method-assign]

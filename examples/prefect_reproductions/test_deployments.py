@@ -21,7 +21,7 @@ from prefect.server.concurrency.lease_storage import get_concurrency_lease_stora
 from prefect.server.database import provide_database_interface
 from prefect.server.services.repossessor import revoke_expired_lease
 
-from conftest import live_leases, restart_the_server_process
+from conftest import both_read_before_either_goes_on, live_leases, restart_the_server_process
 
 pytestmark = pytest.mark.anyio
 
@@ -182,16 +182,7 @@ async def test_a_completion_and_a_reap_that_both_read_the_lease_give_its_slot_ba
     a, a_lease = await running(api, deploy)
     await running(api, deploy)  # B: keeps its slot
     await expire(a_lease)  # A's engine out of touch for its lease's length, back just as the scan finds it
-    storage = get_concurrency_lease_storage()
-    read, barrier = storage.read_lease, asyncio.Barrier(2)
-
-    async def read_lease(lease_id: UUID, *args: Any, **kwargs: Any) -> Any:
-        found = await read(lease_id, *args, **kwargs)
-        if lease_id == a_lease:
-            await barrier.wait()
-        return found
-
-    storage.read_lease = read_lease  # type: ignore[method-assign]
+    both_read_before_either_goes_on(a_lease)
     completed, _ = await asyncio.gather(propose(api, a, "COMPLETED"), reap(a_lease))
     assert completed == "COMPLETED"
     assert await active_slots(api, deploy) == 1  # it is 0 while B runs: A's slot given back twice

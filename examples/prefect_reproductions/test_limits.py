@@ -12,14 +12,12 @@ Run apart from dst's own suite: Prefect freezes its settings at import, and dst'
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 from uuid import UUID
 
 import httpx
 import pytest
-from prefect.server.concurrency.lease_storage import get_concurrency_lease_storage
 
-from conftest import live_leases, restart_the_server_process
+from conftest import both_read_before_either_goes_on, live_leases, restart_the_server_process
 
 pytestmark = pytest.mark.anyio
 
@@ -62,16 +60,7 @@ async def two_holders_and_the_first_released_twice_at_once(api: httpx.AsyncClien
     then pass the read before either revokes (the order two requests handled at once can take)."""
     await limit(api, "db", 2)
     first, _ = await acquire(api, "db"), await acquire(api, "db")  # the second holder keeps its slot
-    storage = get_concurrency_lease_storage()
-    read, barrier = storage.read_lease, asyncio.Barrier(2)
-
-    async def read_lease(lease_id: UUID, *args: Any, **kwargs: Any) -> Any:
-        found = await read(lease_id, *args, **kwargs)
-        if lease_id == first:
-            await barrier.wait()
-        return found
-
-    storage.read_lease = read_lease  # type: ignore[method-assign]
+    both_read_before_either_goes_on(first)
     await asyncio.gather(release(api, first), release(api, first))
 
 
