@@ -381,3 +381,16 @@ def test_a_report_with_a_lone_surrogate_is_refused_as_the_report_s_fault(tmp_pat
         assert main(argv) == 2
         assert f"{bad}: not valid JSON for dst: a string holds a lone surrogate" in _one_error_line(capsys)
     assert not (tmp_path / "page.html").exists()
+
+
+@pytest.mark.parametrize("step, missing", [
+    ('at = "1s"\nactor = "net"\naction = "lose"\n', "message: missing: a lose step needs message"),
+    ('at = "1s"\nactor = "server"\naction = "slow"\nmessage = "1.2.0"\nround_trip = 1\n',
+     "by: missing: a slow step needs message, round_trip and by"),
+])
+def test_a_pinned_fault_missing_what_it_names_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          step: str, missing: str) -> None:
+    bad = tmp_path / "s.toml"
+    bad.write_text(f'[[steps]]\nat = "0s"\nactor = "c1"\naction = "acquire"\n\n[[steps]]\n{step}')
+    assert main(["run", "--scenario", str(bad), "--seed", "1"]) == 2
+    assert _one_error_line(capsys).endswith(f"s.toml: steps[1].{missing}")

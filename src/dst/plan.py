@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from .faults import FAULT_ACTIONS, FAULTS
+from .faults import FAULT_ACTIONS, FAULTS, fault_of
 from .sim.trace import MAX_STEP_ID, parse_key
 from .text import format_duration, key_name, parse_duration, shorten, toml_value
 
@@ -167,7 +167,15 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{key}: expected a name, got {shorten(value)}")
             args[key] = value
-    return Step(step_id, at, actor, action, tuple(sorted(args.items())))
+    step = Step(step_id, at, actor, action, tuple(sorted(args.items())))
+    fault = fault_of(step)
+    if fault is not None and fault.pinned:  # a pinned fault is nothing without what it names
+        needs = [name for name, _ in fault.args] + ([fault.duration_arg] if fault.duration_arg else [])
+        for key in needs:
+            if key not in args:
+                listed = ", ".join(needs[:-1]) + " and " + needs[-1] if len(needs) > 1 else needs[0]
+                raise ValueError(f"{key}: missing: a {action} step needs {listed}")
+    return step
 
 
 def sort_steps(steps: Iterable[Step]) -> tuple[Step, ...]:
