@@ -34,7 +34,7 @@ from .trace import BOOT, OWN, RESOURCE_WRITE, RESPONSE, SENT, Event, background_
 # The commands a job hands its host (see dst.sut): (SLEEP, ms) -> None, ms of the client's own time
 # later; (CALL, destination, request, wait) -> the response, or None on timeout; (WORK, handle, ms) -> ms
 # of the slice not done (nonzero when a pause cut it). A handler hands the server None (a store round
-# trip), (SLEEP, ms) or (WAIT, wakes, ms) (parked: see dst.sut.Waiters). Both may hand up (MOMENT, name): a
+# trip), (SLEEP, ms) or (WAIT, wakes, ms) (parked: see dst.sut.Waiters). Both may hand up (MOMENT, name, deadline): a
 # targeted fault armed for that moment strikes there.
 
 
