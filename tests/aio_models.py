@@ -89,6 +89,27 @@ def build_deadline_probe(env: sut.Env[object]) -> aio.System:
 deadline_probe = sut.Model(build_deadline_probe, client_moments=("granted",))
 
 
+def build_background_probe(env: sut.Env[object]) -> aio.System:
+    """A server that starts a background job of its own a second after boot: one store round trip, then a log line."""
+    async def sweep() -> None:
+        await aio.round_trip()
+        LOG.append(("swept", _when()))
+
+    async def server() -> object:
+        loop = asyncio.get_running_loop()
+        loop.call_later(1, lambda: loop.create_task(sweep()), context=aio.background("sweep"))
+        return {Acquire: Probe(env).acquire}
+
+    async def job(client: str, incarnation: int, order: sut.Order) -> str:
+        await aio.call(Acquire("db", 1, client), timeout=5_000)
+        return "done"
+
+    return aio.System(server=server, job=job)
+
+
+background_probe = sut.Model(build_background_probe)
+
+
 def _misbehaving(handler: str) -> sut.Model[object]:
     async def acquire(req: Acquire) -> Done:
         if handler == "thread":

@@ -188,6 +188,19 @@ def test_a_pause_aimed_with_past_lasts_until_that_long_after_the_deadline_the_mo
     assert went_on(**{"for": "60s", "past": "0s"}) == 10  # just at the deadline
 
 
+def test_a_background_job_is_keyed_by_its_own_name_and_a_step_can_pin_its_round_trips():
+    def swept(*steps: dict[str, Any]) -> list[object]:
+        aio_models.LOG.clear()
+        run(scripted("background_probe", [{"at": "0s", "actor": "c1", "action": "acquire"}, *steps]), 1)
+        return during(aio_models.LOG, "swept")
+
+    plain = swept()
+    assert plain == [1.005]  # a second after boot, then its round trip (5 ms)
+    slowed = swept({"at": "0s", "actor": "server", "action": "slow", "message": "sweep.1.1", "round_trip": 1,
+                    "by": "2s"})
+    assert slowed == [3.005]  # the job's own key: the step slowed its round trip, and nothing else's
+
+
 def test_a_dead_process_s_last_words_reach_nothing_real():
     # The handler dies mid-sleep with the server; its finally runs only once the run is over, when its coroutine
     # is closed, and still inside the sandbox: it reads the virtual clock, not the real one.

@@ -21,6 +21,7 @@ aiosqlite or SQLAlchemy, an ASGI app) runs unchanged on dst's deterministic loop
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, TypeVar
 
 import attrs
@@ -37,7 +38,7 @@ from .wire import HttpRequest, HttpResponse, RemoteError
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["System", "run", "call", "http", "transport", "work", "moment", "round_trip", "on_crash", "process_name", "lifespan",
+__all__ = ["System", "run", "call", "http", "transport", "work", "moment", "background", "round_trip", "on_crash", "process_name", "lifespan",
            "virtual_ms", "LeaseRow", "LeaseTable", "RunRow", "RunTable", "RemoteError", "HttpRequest", "HttpResponse", "VIRTUAL_EPOCH_MS"]
 
 T = TypeVar("T")
@@ -164,6 +165,17 @@ async def moment(name: str, until: float | None = None) -> None:
     ``until`` is the deadline the program reckons it has there, in the loop's time (``loop.time()`` seconds: its
     lease's expiry as it computes it); a fault aimed with ``past`` lasts until that long after it."""
     await _process().moment(name, None if until is None else round(until * 1000))
+
+
+def background(name: str) -> contextvars.Context:
+    """A context to run the server's own background job ``name`` in (a scheduler's task, a clean-up check: pass it to
+    ``loop.create_task(..., context=)`` or ``loop.call_later(..., context=)``): its store round trips are keyed by
+    the job (``name.<boot>.<n>``), not by the boot's work or the request that scheduled it, so a job that runs or not
+    leaves the draws of every other as they were. ``name``: letters, digits, ``_`` and ``-``. The server only."""
+    process = _process()
+    if not hasattr(process, "background"):
+        raise RuntimeError("dst.aio.background: a job of the server's own; this is a client")
+    return process.background(name)  # type: ignore[no-any-return]
 
 
 async def round_trip() -> None:

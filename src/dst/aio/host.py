@@ -26,7 +26,7 @@ from ..sim.process import ClientLifecycle, Fire, HostHooks, ServerLifecycle, Tar
 from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
-from ..sim.trace import BOOT, OWN, RESPONSE, SENT, Event, background_key, message_key
+from ..sim.trace import BOOT, OWN, RESPONSE, SENT, Event, background_key, check_loops, message_key
 from .loop import REQUEST, Loop, Process
 from .observe import Observer, RunObserver
 from .wire import HttpRequest, HttpResponse, RemoteError
@@ -99,6 +99,7 @@ class Server(Process, ServerLifecycle):
         self.serving = 0
         self.targets = _Targets(self)
         self.trip_counts: dict[int, int] = {}  # request key -> store round trips so far
+        self.started: dict[str, int] = {}  # this boot's background jobs of each name (dst.aio.background)
         self.backlog: list[tuple[Any, ...]] = []  # requests that arrived while the service was being built
         # Facts from what the store holds, for a service that reports none: its leases, its runs.
         self.observers: list[Observer | RunObserver] = []
@@ -115,6 +116,7 @@ class Server(Process, ServerLifecycle):
         self.up = True
         self.ready = False
         self.boots += 1
+        self.started = {}
         self.ghost.server_up()
         self.trace.append((self.kernel.now, "server", "boot", f"epoch {self.epoch}"))
         loop = self.loop
@@ -208,6 +210,13 @@ class Server(Process, ServerLifecycle):
         key = REQUEST.get()
         n = self.trip_counts[key] = self.trip_counts.get(key, 0) + 1
         return key, n
+
+    def background(self, name: str) -> contextvars.Context:
+        """A context for the next background job named ``name`` of this boot: its round trips are keyed
+        ``name.<boot>.<n>``, apart from the boot's and from every other job's."""
+        check_loops([name])
+        n = self.started[name] = self.started.get(name, 0) + 1
+        return _in_context(background_key(name, self.boots, n))
 
     async def round_trip(self) -> None:
         """One store round trip of the request (or background job) running now."""
