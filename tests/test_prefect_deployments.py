@@ -52,3 +52,27 @@ def test_a_quiet_seed_runs_clean_through_the_orchestration_rules_and_leaves_no_f
     assert not [name for name in first.situations if name.endswith("-without-claim")], first.situations
     assert any(e[2] == "store" and "removed" in str(e[3]) for e in first.trace)  # released at COMPLETED
     assert not [name for name in os.listdir(settings.FOLDER) if name.startswith("run-")]  # each run's folder is gone
+
+
+def test_a_run_whose_worker_never_reports_cancelled_is_cancelled_by_prefects_cancelling_timeout() -> None:
+    """Prefect's CANCELLING timeout (handle_cancelling_timeout, 300 s) runs as docket runs it: c1's run is cancelled
+    half way and c1 is paused before its engine reports CANCELLED; the server sets CANCELLED 300 s after CANCELLING.
+    By then c1's lease has expired and been reaped and c2's run holds the slot: that CANCELLED's release finds the
+    lease gone and its fallback gives back c2's slot (the fallback, from the clean-up service)."""
+    import attrs
+
+    from dst.plan import make_step
+
+    quiet = scenario("quiet")
+    steps = (make_step(1, 0, "c1", "acquire", limit="deploy", slots=1, work=100_000, writes=1),
+             make_step(2, 55_500, "c1", "pause", **{"for": 400_000}),
+             make_step(3, 318_000, "c2", "acquire", limit="deploy", slots=1, work=200_000, writes=0))
+    plan = attrs.evolve(quiet, steps=steps, model=attrs.evolve(quiet.model, store_latency=(1, 1)))
+    result = run(plan, 1)
+    cancelling = [e[0] for e in result.trace if e[1] == "server" and e[2] == "recv" and '"CANCELLING"' in str(e[3])]
+    cancelled_sent = [e[0] for e in result.trace if e[2] == "send" and '"CANCELLED"' in str(e[3])]
+    assert len(cancelling) == 1 and result.violation is not None, result.jobs
+    assert result.violation.invariant == "no-foreign-release" and "naming no lease" in result.violation.message
+    # The server's own CANCELLED, 300 s after CANCELLING, while no client had sent one.
+    assert 0 <= result.violation.time - (cancelling[0] + 300_000) < 1_000, (cancelling, result.violation.time)
+    assert not [t for t in cancelled_sent if t <= result.violation.time]

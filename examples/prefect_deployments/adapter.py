@@ -233,7 +233,7 @@ def build(env: sut.Env[Options]) -> aio.System:
         shutil.rmtree(folder, ignore_errors=True)
 
     reclaim = max(o.grace, o.lease_duration) + o.repossessor_interval
-    return aio.System(server=start, job=job, leases=table, observe=True, settled=base.settled, folder=folder,
+    return aio.System(server=start, job=job, leases=table, observe=True, settled=server.settled, folder=folder,
                       close=close, reset=base.reset, inline_threads=True,
                       bounds=sut.Bounds(reclaim_within=reclaim, renew_every=int(o.lease_duration * renewal._RENEWAL_FRACTION)))
 
