@@ -119,11 +119,9 @@ def call(destination: str, request: Any, *, wait: int = 0) -> Generator[tuple[in
 
 @types.coroutine
 def moment(name: str, until: int | None = None) -> Generator[tuple[int, str, int | None], None, None]:
-    """Mark a sensitive moment (just after a grant, just before a fenced write, between a read and its
-    write): a targeted fault aimed at it strikes here, so a pause lands where it matters instead of
-    anywhere. ``until`` names the deadline the program reckons it has there (virtual ms: its lease's expiry as
-    it computes it): a fault aimed with ``past`` lasts until that long after it (a holder paused just past its
-    expiry). Declare the names in :class:`Model`. Costs nothing, and takes no time, when no fault is aimed."""
+    """Mark a sensitive moment (just after a grant, just before a write): a fault aimed at it strikes here, and
+    with ``past`` lasts until that long after ``until``, the deadline the code reckons with there (virtual ms: its
+    lease's expiry). Declare the names in :class:`Model`. It costs nothing when no fault is aimed."""
     yield (MOMENT, name, until)
 
 

@@ -59,7 +59,9 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
         if per_ms <= 0:  # a rate so small (5e-324) that per millisecond it is none at all
             continue
         kind = BY_NAME[name]
-        rnd, past = streams.sequence("faults", name), streams.sequence("faults", name, "past")
+        rnd = streams.sequence("faults", name)
+        # A stream of its own for how long past a deadline an aimed fault lasts: the other draws stay as they were.
+        past = streams.sequence("faults", name, "past") if fault.past[1] > 0 and kind.lasts_past else None
         clock = 0.0
         while True:
             clock += rnd.expovariate(per_ms)
@@ -72,7 +74,7 @@ def generate_plan(scenario: Scenario, streams: Streams) -> tuple[Step, ...]:
             aims = moments[kind.target]
             if fault.targeted > 0 and aims and rnd.random() < fault.targeted:
                 args["moment"] = aims[rnd.randrange(len(aims))]  # aimed at the actor's next such moment
-                if fault.past[1] > 0 and kind.lasts_past:  # a stream of its own: the other draws stay as they were
+                if past is not None:
                     args["past"] = pick(past, fault.past)
             raw.append((at, actor, kind.action, args))
 
