@@ -46,6 +46,7 @@ from ..sandbox import _EXECUTOR, Refusal, refusal
 from .refused import refuse_the_real
 
 T = TypeVar("T")
+_H = TypeVar("_H", "_Handle", "_Timer")
 
 REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("dst_request", default=0)
 """The key of the request (or background job) the running code works for: keys its random draws."""
@@ -76,36 +77,47 @@ class Process:
 
 
 class _Handle(asyncio.Handle):
+    """A ready callback and the process whose code scheduled it (asyncio's fields, made by :func:`_handle`)."""
+
     __slots__ = ("_process", "_epoch")
     _process: Process
     _epoch: int
-
-    def __init__(self, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
-                 context: contextvars.Context | None, process: Process) -> None:
-        # asyncio's Handle.__init__, less its debug lookup (this runs for every callback), plus the owner.
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
-        self._process = process
-        self._epoch = process.epoch
 
 
 class _Timer(asyncio.TimerHandle):
     __slots__ = ("_process", "_epoch", "_seq")
     _process: Process
     _epoch: int
-    _seq: int
+    _seq: int  # its entry on the kernel's queue: -1 once it fired (a cancel then has nothing to take off)
 
-    def __init__(self, when: float, callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
-                 context: contextvars.Context | None, process: Process) -> None:
-        self._when = when
-        self._scheduled = False
-        self._seq = -1
-        _Handle.__init__(self, callback, args, loop, context, process)  # type: ignore[arg-type]  # same fields
+    def cancel(self) -> None:
+        # asyncio's TimerHandle.cancel and Handle.cancel in one frame (every asyncio.sleep cancels its timer as it
+        # returns, fired or not), and never in debug mode: this loop's get_debug() is False.
+        if not self._cancelled:
+            self._cancelled = True
+            self._callback = self._args = None  # type: ignore[assignment]  # what asyncio's cancel lets go of
+            if self._seq >= 0:
+                self._loop._kernel.cancel(self._seq)  # type: ignore[attr-defined]  # always a Loop's
+
+
+_new = object.__new__
+
+
+def _handle(kind: type[_H], callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
+            context: contextvars.Context | None, process: Process) -> _H:
+    """asyncio's Handle.__init__ without its debug lookup, plus the owner: a plain function, as a class's Python
+    ``__init__`` costs a call through C for every ready callback."""
+    handle: Any = _new(kind)  # asyncio's private fields, which its stubs do not declare
+    handle._context = context if context is not None else contextvars.copy_context()
+    handle._loop = loop
+    handle._callback = callback
+    handle._args = args
+    handle._cancelled = False
+    handle._repr = None
+    handle._source_traceback = None
+    handle._process = process
+    handle._epoch = process.epoch
+    return handle  # type: ignore[no-any-return]  # of kind: a cast would cost a call per callback
 
 
 # Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.
@@ -121,7 +133,8 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         self._kernel = kernel
         # Keyed by the request the code works for (REQUEST): each request draws its own sequence of ranks, so
         # deleting another plan step leaves this one's as it was.
-        self._ready_rank = strategy.ready
+        self._strategy = strategy
+        self._ranks: dict[int, Callable[[], int]] = {}  # request key -> the draw of its next ready rank
         self.root = Process("main")
         self.process = self.root
         self._on_error = on_error
@@ -156,8 +169,12 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
 
     def call_soon(self, callback: Callable[..., object], *args: Any,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
-        handle = _Handle(callback, args, self, context, self.process)
-        heappush(self._ready, ((self._ready_rank(REQUEST.get()) << 40) | next(self._counter), self._run_handle, handle))
+        handle = _handle(_Handle, callback, args, self, context, self.process)
+        key = REQUEST.get()
+        draw = self._ranks.get(key)
+        if draw is None:
+            draw = self._ranks[key] = self._strategy.ranks(key)
+        heappush(self._ready, ((draw() << 40) | next(self._counter), self._run_handle, handle))
         return handle
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any,
@@ -176,14 +193,16 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
             # float error. Then the next millisecond: code that re-arms until loop.time() >= its deadline
             # (anyio's cancel scopes) would otherwise re-arm at this same instant forever.
             ms = kernel.now if when <= kernel.now / 1000 else kernel.now + 1
-        timer = _Timer(ms / 1000, callback, args, self, context, self.process)
+        timer: Any = _handle(_Timer, callback, args, self, context, self.process)
+        timer._when = ms / 1000
+        timer._scheduled = False
         timer._seq = seq = next(self._counter)  # Kernel.at, inlined: ms is never before now
         heappush(self._queue, (ms, seq, self._run_timer, timer))
-        return timer
+        return timer  # type: ignore[no-any-return]  # a _Timer
 
     def call_after_ms(self, ms: int, rank: int, callback: Callable[..., object], *args: Any) -> asyncio.Handle:
         """``callback`` after ``ms`` virtual ms, ranked among what is due then (a store round trip's draws)."""
-        handle = _Handle(callback, args, self, None, self.process)
+        handle = _handle(_Handle, callback, args, self, None, self.process)
         self._kernel.after_ranked(ms, rank, self._run_handle, handle)
         return handle
 

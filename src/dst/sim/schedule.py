@@ -6,8 +6,8 @@ strategy answers two questions, and a mode asks the one it has.
 * :meth:`~Uniform.trip`: the ``n``-th store round trip (from 1) of the request keyed ``key``: its latency in the
   scenario's range and its rank among the steps due at the same instant (for :meth:`Kernel.after_ranked`). Both
   host kinds' servers ask it (:class:`~dst.sim.store.RoundTrips`).
-* :meth:`~Uniform.ready`: the rank of the next ready callback the code of request ``key`` schedules (the asyncio
-  mode's ``call_soon``: a task's next step, a future's callbacks).
+* :meth:`~Uniform.ranks`: the ranks of the ready callbacks the code of request ``key`` schedules (the asyncio
+  mode's ``call_soon``: a task's next step, a future's callbacks), as a draw the loop calls once per callback.
 
 Every answer is a pure function of the seed, the request's key and how many steps that request has asked for, so
 deleting another plan step leaves this request's draws as they were (docs/findings.md).
@@ -17,8 +17,10 @@ Adding a strategy is a class here and its name in :data:`STRATEGIES` (the scenar
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import count
 from random import Random
-from typing import ClassVar, Protocol
+from typing import Callable, ClassVar, Protocol
 
 from .rng import Keyed
 
@@ -32,8 +34,8 @@ class Strategy(Protocol):
     def trip(self, key: int, n: int, lo: int, span: int) -> tuple[int, int]:
         """The ``n``-th store round trip of request ``key``: its latency in ``[lo, lo + span)`` and its rank."""
 
-    def ready(self, key: int) -> int:
-        """The rank of request ``key``'s next ready callback."""
+    def ranks(self, key: int) -> Callable[[], int]:
+        """Request ``key``'s ready ranks: each call, the rank of its next ready callback (asked once per request)."""
 
 
 class Uniform:
@@ -41,22 +43,18 @@ class Uniform:
     its request's own sequence of draws."""
 
     name: ClassVar[str] = "uniform"
-    __slots__ = ("trips", "ready_rng", "_ranks")
+    __slots__ = ("trips", "ready_rng")
 
     def __init__(self, trips: Keyed, ready: Keyed) -> None:
         self.trips = trips
         self.ready_rng = ready
-        self._ranks: dict[int, Random] = {}  # request key -> its sequence of ready ranks (a Random: the draw in C)
 
     def trip(self, key: int, n: int, lo: int, span: int) -> tuple[int, int]:
         r = self.trips.bits(key, n)  # one draw: the latency, and among steps due at the same instant, the order
         return lo + r % span, r >> 44
 
-    def ready(self, key: int) -> int:
-        ranks = self._ranks.get(key)
-        if ranks is None:
-            ranks = self._ranks[key] = Random(self.ready_rng.bits(key))
-        return ranks.getrandbits(20)
+    def ranks(self, key: int) -> Callable[[], int]:
+        return partial(Random(self.ready_rng.bits(key)).getrandbits, 20)  # the request's own sequence, drawn in C
 
 
 class Pct:
@@ -69,12 +67,11 @@ class Pct:
     TRIP_DEPTH = (1, 4)  # the change point among a request's store round trips: after its 1st to 4th
     READY_DEPTH = (9, 24)  # ... among its ready callbacks
 
-    __slots__ = ("trips", "ready_rng", "_ready")
+    __slots__ = ("trips", "ready_rng")
 
     def __init__(self, trips: Keyed, ready: Keyed) -> None:
         self.trips = trips
         self.ready_rng = ready
-        self._ready: dict[int, list[int]] = {}  # request key -> [its priority, its change point, callbacks so far]
 
     @staticmethod
     def _priority(rng: Keyed, key: int, depth: tuple[int, int]) -> tuple[int, int]:
@@ -88,12 +85,13 @@ class Pct:
             rank = _BOTTOM
         return lo + (rank * span >> 20), rank  # a high priority is a fast round trip too
 
-    def ready(self, key: int) -> int:
-        drawn = self._ready.get(key)
-        if drawn is None:
-            drawn = self._ready[key] = [*self._priority(self.ready_rng, key, self.READY_DEPTH), 0]
-        drawn[2] += 1
-        return drawn[0] if drawn[2] <= drawn[1] else _BOTTOM
+    def ranks(self, key: int) -> Callable[[], int]:
+        rank, keep = self._priority(self.ready_rng, key, self.READY_DEPTH)
+        steps = count(1)
+
+        def draw() -> int:
+            return rank if next(steps) <= keep else _BOTTOM
+        return draw
 
 
 STRATEGIES: dict[str, type[Uniform] | type[Pct]] = {kind.name: kind for kind in (Uniform, Pct)}
