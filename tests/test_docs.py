@@ -88,7 +88,7 @@ def test_a_flag_without_help_or_a_command_without_words_stops_the_cli_generator(
     ("dst: bad.toml: model.ttl: expected a duration above zero, got '0s'", '[model]\nttl = "0s"\n'),
     ("dst: bad.toml: faults.pause.rate: expected a number of faults per virtual minute from 0 to 1,000, got -1",
      "[faults]\npause = { rate = -1 }\n"),
-    ("dst: bad.toml: steps[1].action: expected one of acquire, cancel, clock-skew, crash, delay, duplicate, lose, partition, pause, proxy-retry, reset, restart, serve, slow, store-reset, submit, got 'jump'",
+    ("dst: bad.toml: steps[1].action: expected one of acquire, branch, cancel, clock-skew, crash, delay, duplicate, lose, partition, pause, proxy-retry, reset, restart, serve, slow, store-reset, submit, got 'jump'",
      'steps = [{ at = "0s", actor = "c1", action = "acquire" }, { at = "1s", actor = "c1", action = "jump" }]\n'),
 ])
 def test_the_error_lines_in_docs_are_what_dst_prints(line, toml, tmp_path, monkeypatch, capsys):

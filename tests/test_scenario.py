@@ -371,7 +371,7 @@ MALFORMED = [
     pytest.param(f"steps = [ {STEP_OK}, 1 ]\n", "steps[1]", "expected a table with at, actor and action",
                  id="step-not-table"),
     pytest.param(steps('{ at = "1s", actor = "c1", action = "explode" }'), "steps[1].action",
-                 "expected one of acquire, cancel, clock-skew, crash, delay, duplicate, lose, partition, pause, proxy-retry, reset, restart, serve, slow, store-reset, submit, got 'explode'", id="step-unknown-action"),
+                 "expected one of acquire, branch, cancel, clock-skew, crash, delay, duplicate, lose, partition, pause, proxy-retry, reset, restart, serve, slow, store-reset, submit, got 'explode'", id="step-unknown-action"),
     pytest.param('steps = [{ at = "0s", actor = "c1", action = "lose", message = "1.1.0" }]\n', "steps[0].actor",
                  "expected 'net' (the network), got 'c1'", id="pinned-fault-wrong-actor"),
     pytest.param('steps = [{ at = "0s", actor = "net", action = "duplicate", message = "one" }]\n', "steps[0].message",

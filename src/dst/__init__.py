@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .findings.replay import Replay as Replay, replay as replay
     from .errors import UserError as UserError
     from .models import ModelError as ModelError
-    from .plan import Step as Step
+    from .plan import Branch as Branch, Step as Step
     from .runner import RunResult as RunResult, ViolationReport as ViolationReport, run as run
     from .scenario import (Scenario as Scenario, ScenarioError as ScenarioError, load_scenario as load_scenario,
                            parse_scenario as parse_scenario)
@@ -62,6 +62,7 @@ _PUBLIC: dict[str, str | tuple[str, str | None]] = {  # name: its module, or (mo
     "load_scenario": "dst.scenario",
     "parse_scenario": "dst.scenario",
     "Step": "dst.plan",
+    "Branch": "dst.plan",
     "shrink": "dst.explore.shrink",
     "Shrunk": "dst.explore.shrink",
     "fuzz": "dst.explore.fuzz",

@@ -26,6 +26,7 @@ ACTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "serve": ("client", {}),
     "submit": ("user", {"run": "int", "work": "duration"}),
     "cancel": ("user", {"run": "int"}),
+    "branch": ("world", {"draw": "int"}),  # see Branch
 }
 for _kind in FAULTS:
     _who, _args = ACTIONS.get(_kind.action, (_kind.target, {}))
@@ -35,7 +36,7 @@ for _kind in FAULTS:
                               **({"past": "duration"} if _kind.lasts_past else {})})
 ACTIONS = dict(sorted(ACTIONS.items()))
 
-__all__ = ["ACTIONS", "FAULT_ACTIONS", "Step", "is_client", "make_step", "sort_steps", "step_from_mapping"]
+__all__ = ["ACTIONS", "FAULT_ACTIONS", "Branch", "Step", "is_client", "make_step", "sort_steps", "step_from_mapping"]
 
 _CLIENT = re.compile(r"^c[1-9]\d{0,5}$")  # c1 to c999999: a number int() reads, a name a line shows
 
@@ -105,6 +106,38 @@ class Step:
         printer.text(repr(self))
 
 
+@attrs.frozen
+class Branch:
+    """Where a run branches off the seed's own: at ``at`` (ms), before anything else due then, every draw the run
+    makes from then on (the network's, the store's, the order of ready steps, the service's own ``random``) is
+    branch ``draw``'s, and what came before is the seed's own run. A branch is a run of its own, addressed by its
+    seed and this, and runs the same whether it was forked from the seed's run at that moment or run from the start.
+    In a plan it is a step: ``t=3m3.457s world branch draw=2``."""
+
+    at: int
+    draw: int  # 1, 2, ...
+
+    def step(self) -> Step:
+        return make_step(0, self.at, "world", "branch", draw=self.draw)
+
+    def __str__(self) -> str:
+        """As ``--branch`` takes it: ``183457ms/2``."""
+        return f"{format_duration(self.at)}/{self.draw}"
+
+    @classmethod
+    def parse(cls, text: str) -> Branch:
+        """``AT/DRAW`` (``183457ms/2``, ``3m/1``); raises ``ValueError('expected ...')``."""
+        at, _, draw = text.rpartition("/")
+        try:
+            ms = parse_duration(at)
+        except ValueError:
+            ms = -1
+        if ms < 1 or not re.fullmatch(r"[0-9]{1,9}", draw) or int(draw) < 1:
+            raise ValueError(f"expected AT/DRAW, a moment after the start and a draw from 1 (such as 183457ms/2), "
+                             f"got {shorten(text)}")
+        return cls(ms, int(draw))
+
+
 def make_step(id: int, at: int, actor: str, action: str, **args: object) -> Step:
     return Step(id, at, actor, action, tuple(sorted(args.items())))
 
@@ -117,9 +150,9 @@ def step_from_mapping(data: Mapping[str, object], default_id: int) -> Step:
         raise ValueError(f"action: expected one of {', '.join(sorted(ACTIONS))}, got {shorten(action)}")
     who, kinds = ACTIONS[action]
     actor = data.get("actor")
-    if who in ("user", "net"):
+    if who in ("user", "net", "world"):
         if actor != who:
-            whom = "who submits and cancels runs" if who == "user" else "the network"
+            whom = {"user": "who submits and cancels runs", "net": "the network", "world": "the run's draws"}[who]
             raise ValueError(f"actor: expected {who!r} ({whom}), got {shorten(actor)}")
     else:
         clients, server = who in ("client", "client-or-server"), who in ("server", "client-or-server")

@@ -177,6 +177,14 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         heappush(self._ready, ((draw() << 40) | next(self._counter), self._run_handle, handle))
         return handle
 
+    def branched(self) -> None:
+        """The run branched, perhaps in a process forked at that moment: each request's ranks are drawn afresh (the
+        strategy's streams are the branch's now), and this is asyncio's running loop again (asyncio forgets its
+        running loop in a forked process)."""
+        self._ranks.clear()
+        if self._running:
+            events._set_running_loop(self)
+
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any,
                    context: contextvars.Context | None = None) -> asyncio.TimerHandle:
         return self.call_at(self._kernel.now / 1000 + delay, callback, *args, context=context)

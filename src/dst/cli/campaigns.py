@@ -8,13 +8,15 @@ import signal
 import time
 from pathlib import Path
 
+import attrs
+
 from .._supervise import stopping
 from ..explore.cluster import ClusterError, ClusterExecutor
 from ..explore import report
 from ..explore.fuzz import Outcome, Tally, campaign, count_seeds, drive, ended, seeds, tallied
 from ..explore.pool import StopRequest, Terminated
 from ..explore.recorder import Recorder
-from ..explore.steer import Roster, default_campaign
+from ..explore.steer import Roster, default_campaign, one_scenario
 from ..findings import ready
 from ..scenario import Scenario
 from .command import (EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, EXIT_VIOLATION, UsageError,
@@ -29,7 +31,8 @@ def _campaign_roster(args: argparse.Namespace) -> Roster:
     """What a campaign runs: the scenario given; with none, the default campaign (the embedded default and every
     scenario shipped for the model, steered by coverage), so the first campaign a user runs covers the whole model."""
     scenario = scenario_from(args)
-    return Roster((scenario,), 1) if args.scenario is not None else default_campaign(scenario)
+    roster = one_scenario(scenario) if args.scenario is not None else default_campaign(scenario)
+    return roster if args.branches is None else attrs.evolve(roster, branches=args.branches)
 
 
 def dst_fuzz(args: argparse.Namespace) -> int:
@@ -62,7 +65,7 @@ def dst_fuzz(args: argparse.Namespace) -> int:
         saved = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
     outcomes = campaign(scenarios, seeds(first, stop, args.shard), use_swarm=args.swarm, workers=workers,
                         deadline=deadline, executor=cluster, stop=request, broad=roster.broad,
-                        worlds=roster.worlds)
+                        worlds=roster.worlds, branches=roster.branches)
 
     def each(outcome: Outcome, tally: Tally) -> bool:
         progress.update(tally, time.monotonic() - started)

@@ -87,6 +87,8 @@ def scenario_from(args: argparse.Namespace, *, checked: bool = True) -> Scenario
         scenario = aimed(scenario)
     if args.world is not None:
         scenario = world(scenario, args.world)
+    if getattr(args, "branch", None) is not None:
+        scenario = attrs.evolve(scenario, branch=args.branch)
     if checked:
         check(scenario)  # keys that contradict the model's bounds are said now, before any run
     return scenario
@@ -95,4 +97,4 @@ def scenario_from(args: argparse.Namespace, *, checked: bool = True) -> Scenario
 def reproduce_flags(args: argparse.Namespace) -> tuple[Any, ...]:
     """The flags of ``dst run`` that decide a run, in the order :func:`dst.runner.reproduce.command` takes them."""
     return (args.seed, args.scenario, args.bug, args.swarm, args.model, args.no_bugs, args.aim,
-            tuple(dict.fromkeys(args.enable)), args.world)
+            tuple(dict.fromkeys(args.enable)), args.world, getattr(args, "branch", None))

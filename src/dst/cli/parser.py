@@ -11,6 +11,7 @@ from typing import NoReturn
 from ..version import __version__
 from ..explore.fuzz import Shard
 from ..models import DEFAULT_IMPL
+from ..plan import Branch
 from ..runner.swarm import ENABLE, ENABLE_CHANCE, ENABLE_RATE, WORLDS
 from ..text import parse_duration, shorten
 from .command import UsageError
@@ -50,6 +51,13 @@ def _positive(text: str) -> int:
     return n
 
 
+def _count(text: str) -> int:
+    n = _whole(text)
+    if n is None or n > 64:  # each a run: a slip of a digit is not a request for more
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 64, got {shorten(text)}")
+    return n
+
+
 def _workers(text: str) -> int:
     n = _whole(text)
     if n is None or not 1 <= n <= MAX_WORKERS:  # each is a process: a slip of a digit is not a request for more
@@ -71,6 +79,13 @@ def _shard(text: str) -> Shard:
     if k is None or n is None or not 1 <= k <= n:
         raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {shorten(text)}")
     return Shard(k, n)
+
+
+def _branch(text: str) -> Branch:
+    try:
+        return Branch.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _seconds(text: str) -> float:
@@ -121,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
                             + ", ".join(f"{c} clients, {j} jobs, {ms // 1000} s" for c, j, ms in WORLDS.values())
                             + "), as the default campaign of a model of your own starts")
 
+    def branch_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--branch", type=_branch, metavar="AT/DRAW",
+                       help="run the seed's branch DRAW (1, 2, ...) off its own run at AT (183457ms): every draw from "
+                            "then on afresh, as a campaign explores the futures of a risky moment")
+
     def junit_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--junit", metavar="FILE", type=Path,
                        help="also write the report as JUnit XML to FILE (a failing test case per signature)")
@@ -131,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--swarm", action="store_true",
                    help="let the seed pick which of the scenario's faults are on, how often, and the server's "
                         "scheduler, as dst fuzz does (the commands a campaign prints to reproduce a seed carry it)")
+    branch_option(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON object instead: no wall-clock figures in it, so two runs of a seed print "
                         "identical bytes")
@@ -159,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-swarm", dest="swarm", action="store_false",
                    help="run every seed with the scenario's faults as written (default: each seed picks which are "
                         "on, how often, and the server's scheduler: swarm testing)")
+    p.add_argument("--branches", type=_count, metavar="N",
+                   help="the most branches each seed's first risky moment gets, run from there with new draws (a "
+                        "situation the campaign rarely reaches gets N, a common one fewer); 0: none. Default: 4 for a "
+                        "real service (an asyncio system), 0 for a model of the coroutine seam")
     p.add_argument("--stop-on-first", action="store_true", help="stop at the first violation")
     p.add_argument("--findings", metavar="DIR", default="findings",
                    help="where to write a minimized finding per new signature (default: findings)")
@@ -178,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, required=True, help="the violating seed")
     scenario_options(p)
     p.add_argument("--swarm", action="store_true", help="the seed's swarm choices, as dst fuzz ran it")
+    branch_option(p)
     p.add_argument("--findings", metavar="DIR", default="findings", help="where to write it (default: findings)")
     p.add_argument("--max-runs", type=_positive, default=3000, metavar="N",
                    help="the minimizer's budget of runs (default 3000)")
@@ -206,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, help="run this seed and draw it, instead of a finding")
     scenario_options(p)
     p.add_argument("--swarm", action="store_true", help="the seed's swarm choices, as dst fuzz ran it")
+    branch_option(p)
     p.add_argument("-o", "--output", metavar="FILE", type=Path,
                    help="where to write the page; '-' for standard output (default: "
                         "'dst-show-<finding or run>.html' in this folder)")

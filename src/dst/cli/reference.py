@@ -93,6 +93,18 @@ function of the campaign (first seed, shard), so the same campaign gives the sam
 signature's command names the scenario its seed ran (`--no-bugs` switches off the bugs a scenario
 file names). The report counts the seeds each scenario ran (`coverage.scenarios` in `--json`).
 
+A real service's campaign also branches: when a seed's run first reaches a risky situation (a holder
+paused past its expiry, the server down with leases held, ...), it stops the millisecond after, and
+up to `--branches N` (default 4) branches go on from there, each with every draw afresh (latencies,
+losses, the order of ready steps, the service's own `random`); the seed's own run goes on as well.
+A situation the campaign rarely reaches gets the most branches, one most seeds reach gets one. The
+branches are forked from the seed's run at that moment where that is safe (its durable state is its
+folder, which is put back after each, and no file lock or server connection is held), so the way
+there is paid once; elsewhere each runs from the start. A branch is a run of its own: `dst run --seed
+N --branch AT/DRAW` runs it without forking, byte for byte. The report counts branches apart from
+seeds (`branches_run`), and the coverage counts both. `--branches 0` turns it off; a model of the
+coroutine seam, whose seeds cost milliseconds, branches only when asked.
+
 Seeds run in parallel processes and are reported in seed order, so any number of workers gives the
 same results. By default each seed also picks which of the scenario's faults are on and how often,
 and which server scheduler to use (`uniform`, or the priority-based `pct`): swarm testing, after

@@ -21,10 +21,12 @@ from ..errors import MODEL_ERROR
 from ..invariants import signed
 from ..invariants.situations import catalogue
 from ..invariants.user import catalogue as assertions_in
-from ..runner import Cut, RunResult, on_model, run
+from ..plan import Branch
+from ..runner import Cut, RunResult, Simulation, on_model, run
 from ..scenario import Scenario
 from ..sim.trace import format_time
 from ..sut import Model, System
+from .branch import Branching
 from .coverage import Coverage, never_reached
 from .isolate import CAN_FORK, Died, Late, forked, warm
 from .steer import Steering
@@ -32,6 +34,7 @@ from .pool import StopRequest, leave_partial, partials, running, stop_workers, w
 from ..runner.reproduce import reproduce
 from ..runner.swarm import enabled_kinds, swarm as swarm_of
 
+Budget = tuple[tuple[str, int], ...]  # (situation, the branches its moment gets): Steering.branches
 _CHUNK = 8  # seeds per task handed to a worker: big enough to amortise the round trip, small enough to stop soon
 
 
@@ -57,6 +60,7 @@ class Outcome:
     enabled: tuple[str, ...] = ()  # the fault kinds its scenario (its swarm's, in a swarm) turned on
     # The user's own assertions it met (dst.always & co.): (name, times checked, true, false).
     assertions: tuple[tuple[str, int, int, int], ...] = ()
+    branch: tuple[int, int] | None = None  # a branch of the seed's run (dst.plan.Branch): (at, draw)
 
     @property
     def ok(self) -> bool:
@@ -99,17 +103,41 @@ def count_seeds(first: int, stop: int, shard: Shard | None) -> int:
 
 
 def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
-             clock: Callable[[], float] = time.monotonic, arm: int = 0) -> Outcome:
+             clock: Callable[[], float] = time.monotonic, arm: int = 0,
+             explorer: Branching[Outcome] | None = None) -> Outcome:
     """One seed's outcome; past ``deadline`` (on ``clock``) the run stops where it is and raises :class:`Cut`."""
     ran = swarm_of(scenario, seed) if use_swarm else scenario
-    result = run(ran, seed, deadline=deadline, clock=clock)
-    v, unjudged = result.violation, result.unjudged
-    return Outcome(seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
+    return outcome_of(Simulation(ran, seed, deadline=deadline, clock=clock, explorer=explorer).run(), arm)
+
+
+def outcome_of(result: RunResult, arm: int) -> Outcome:
+    """What a campaign keeps of a run of its scenario ``arm``."""
+    v, unjudged, branch = result.violation, result.unjudged, result.ran.branch
+    return Outcome(result.seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
                    None if v is None else v.time, None if unjudged is None else (unjudged.kind, unjudged.why),
                    checked=result.invariants, fired=tuple(result.fired.items()),
                    reached=tuple(result.situations.items()), cases=tuple(result.cases.items()),
                    consequences=tuple((c.invariant, c.time, c.message) for c in result.consequences), arm=arm,
-                   enabled=enabled_kinds(ran), assertions=tuple((n, *c) for n, c in result.assertions.items()))
+                   enabled=enabled_kinds(result.ran), assertions=tuple((n, *c) for n, c in result.assertions.items()),
+                   branch=None if branch is None else (branch.at, branch.draw))
+
+
+def explore_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, arm: int = 0, budget: Budget = (),
+                 fork: bool = True) -> list[Outcome]:
+    """A seed's outcome, then its branches' (:mod:`dst.explore.branch`): ``budget`` gives the moment of each risky
+    situation its branches; with ``fork``, a real service's branches are forked from the seed's run at its moment."""
+    if not budget:
+        return [run_seed(scenario, seed, use_swarm, deadline, clock, arm)]
+
+    def died(branch: Branch, why: str) -> Outcome:
+        return Outcome(seed, 0, MODEL_ERROR, f"the run: {why}", arm=arm, branch=(branch.at, branch.draw))
+
+    explorer = Branching(dict(budget), lambda result: outcome_of(result, arm), died, deadline=deadline, fork=fork)
+    outcomes = [run_seed(scenario, seed, use_swarm, deadline, clock, arm, explorer), *explorer.answers]
+    for branch in explorer.cold:  # where the run could not be forked: each branch from the start
+        outcomes.append(run_seed(attrs.evolve(scenario, branch=branch), seed, use_swarm, deadline, clock, arm))
+    return outcomes
 
 
 _OVERDUE = 3.0  # seconds past the deadline a campaign waits for the seeds in flight before it ends their workers
@@ -123,41 +151,50 @@ def guest(scenarios: Sequence[Scenario]) -> bool:
 
 
 def _seed_in_worker(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None, arm: int,
-                    isolated: bool) -> Outcome:
-    """One seed in a worker. A user's model's seeds run in forks of the warm worker once a seed proves costly
-    enough to pay for one (each is then safe from the others and from what it does to its own process), and all
-    of them where the worker's process died once already (``isolated``); cheap ones run in the worker itself."""
+                    isolated: bool, budget: Budget = ()) -> list[Outcome]:
+    """One seed in a worker (and its branches, given a ``budget``). A user's model's seeds run in forks of the warm
+    worker once a seed proves costly enough to pay for one (each is then safe from the others and from what it does
+    to its own process), and all of them where the worker's process died once already (``isolated``); cheap ones
+    run in the worker itself."""
     global _fork_seeds
+
+    def explored() -> list[Outcome]:
+        return explore_seed(scenario, seed, use_swarm, deadline, arm=arm, budget=budget)
+
     if not CAN_FORK or scenario.model.impl.startswith("dst."):
-        return run_seed(scenario, seed, use_swarm, deadline, arm=arm)
+        return explored()
     if not isolated and not _fork_seeds:
         began = time.process_time()
-        outcome = run_seed(scenario, seed, use_swarm, deadline, arm=arm)
+        outcomes = explored()
         if _fork_seeds is None:  # the first seed: it warmed the worker, and says whether forks pay
             _fork_seeds = time.process_time() - began >= _FORK_ABOVE
             if _fork_seeds:
                 warm()
-        return outcome
+        return outcomes
     if _fork_seeds is None:  # a worker that forks from the start: the model imported here, once
         scenario.model.resolve()
         warm()
     try:
-        return forked(lambda: run_seed(scenario, seed, use_swarm, deadline, arm=arm), deadline=deadline)
+        return forked(explored, deadline=deadline)
     except Died as e:  # what the model did to its process is that seed's model error
-        return Outcome(seed, 0, MODEL_ERROR, f"the run: {e}", arm=arm)
+        return [Outcome(seed, 0, MODEL_ERROR, f"the run: {e}", arm=arm)]
     except Late:
         raise Cut() from None
 
 
-def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[tuple[int, int]], use_swarm: bool,
+Chunk = list[tuple[int, int, Budget]]  # (seed, arm, branches) of the seeds handed to a worker at once
+
+
+def _run_chunk(scenarios: tuple[Scenario, ...], chunk: Chunk, use_swarm: bool,
                deadline: float | None, isolated: bool = False) -> tuple[list[Outcome], bool]:
-    """The chunk's outcomes (of its (seed, arm) pairs) in seed order, and whether the deadline cut it short
-    (after the ones returned). ``isolated``: every seed in a process of its own (a worker died on this chunk)."""
+    """The chunk's outcomes (of its seeds, each followed by its branches') in seed order, and whether the deadline
+    cut it short (after the ones returned). ``isolated``: every seed in a process of its own (a worker died on this
+    chunk)."""
     outcomes: list[Outcome] = []
     with running():
         try:
-            for seed, arm in chunk:
-                outcomes.append(_seed_in_worker(scenarios[arm], seed, use_swarm, deadline, arm, isolated))
+            for seed, arm, budget in chunk:
+                outcomes += _seed_in_worker(scenarios[arm], seed, use_swarm, deadline, arm, isolated, budget)
             return outcomes, False
         except Cut:
             return outcomes, True
@@ -169,11 +206,13 @@ def _run_chunk(scenarios: tuple[Scenario, ...], chunk: list[tuple[int, int]], us
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
              deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
              executor: Executor | None = None, stop: StopRequest | None = None,
-             broad: int = 0, worlds: int = 1) -> Generator[Outcome, None, None]:
+             broad: int = 0, worlds: int = 1, branches: int = 0) -> Generator[Outcome, None, None]:
     """Outcomes in seed order until the seeds run out or ``clock()`` passes ``deadline``. Given several
     scenarios, :class:`~dst.explore.steer.Steering` tells which one each seed runs (``Outcome.arm``): many to the
     first ``broad`` of them (0: all are broad), the rest in turns and where coverage is thin; with ``worlds`` of
     3, the scenarios are a :class:`~dst.explore.steer.Roster`'s of three worlds, and a seed's position says which.
+    With ``branches``, each seed's first risky moment gets up to so many branches (:mod:`dst.explore.branch`), as
+    the steering says: their outcomes follow their seed's.
 
     With one worker the seeds run in this process; with more, in a pool of processes (``executor``,
     or one made here), with a window of ``2 * workers`` chunks in flight. An ``executor`` given is used
@@ -183,12 +222,13 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
     are still handed out, and then the interrupt goes on up. Closing the iterator ends the workers too.
     """
     scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
-    steering = Steering(len(scenarios), catalogue(scenarios[0].model.resolve().situations) if len(scenarios) > 1 else (),
-                        broad, worlds)
+    steering = Steering(len(scenarios), catalogue(scenarios[0].model.resolve().situations)
+                        if len(scenarios) > 1 or branches else (), broad, worlds, branches)
     numbered = enumerate(seed_iter)  # (position in the campaign, seed)
 
     def learned(outcome: Outcome) -> Outcome:
-        steering.learn(outcome.arm, outcome.checked, outcome.fired, outcome.reached, outcome.cases)
+        if outcome.branch is None:
+            steering.learn(outcome.arm, outcome.checked, outcome.fired, outcome.reached, outcome.cases)
         return outcome
 
     if workers <= 1 and executor is None and not guest(scenarios):
@@ -197,14 +237,17 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 return
             arm = steering.arm(position)
             try:
-                yield learned(run_seed(scenarios[arm], seed, use_swarm, deadline, clock, arm))
+                outcomes = explore_seed(scenarios[arm], seed, use_swarm, deadline, clock, arm,
+                                        steering.branches(position), fork=False)
             except Cut:
                 return  # the seed in flight passed the deadline: it has no outcome
+            for outcome in outcomes:
+                yield learned(outcome)
         return
     pool = executor or worker_pool(workers)
     pending: list[Future[tuple[list[Outcome], bool]]] = []
     firsts: list[int] = []  # the first seed of each pending chunk: its key
-    chunks: list[list[tuple[int, int]]] = []  # each pending chunk's (seed, arm) pairs, to hand out again
+    chunks: list[Chunk] = []  # each pending chunk's seeds, to hand out again
     held: tuple[int, int] | None = None  # the next (position, seed), taken but not yet steerable
     try:
         exhausted = False
@@ -212,12 +255,12 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
             while not exhausted and len(pending) < 2 * workers and (deadline is None or clock() < deadline):
                 if stop is not None and stop.is_set():
                     raise stop.interrupt()  # a signal noted while this process minimized: no new chunk
-                chunk: list[tuple[int, int]] = []
+                chunk: Chunk = []
                 while len(chunk) < _CHUNK:
                     held = held or next(numbered, None)
                     if held is None or not steering.ready(held[0]):
                         break  # no seed left, or its block waits for the outcomes in flight
-                    chunk.append((held[1], steering.arm(held[0])))
+                    chunk.append((held[1], steering.arm(held[0]), steering.branches(held[0])))
                     held = None
                 if not chunk:
                     exhausted = held is None
@@ -297,6 +340,7 @@ class Tally:
     """A campaign's running totals, fed one outcome at a time."""
 
     seeds_run: int = 0
+    branches_run: int = 0  # branches of the seeds' runs (dst.explore.branch): runs too, but no seeds
     events: int = 0
     violations: int = 0
     model_errors: int = 0  # runs the model's own code ended (dst.MODEL_ERROR): not violations, and told apart
@@ -309,13 +353,17 @@ class Tally:
     broken: set[str] = attrs.Factory(set)  # invariant ids some run violated: as its cause, or a consequence
 
     def add(self, outcome: Outcome) -> _Tallied | None:
-        """Count an outcome; returns its group when it is a violation with a new signature."""
-        self.seeds_run += 1
-        self.arms[outcome.arm] += 1
+        """Count an outcome (a seed's, or a branch's); returns its group when it is a violation with a new
+        signature."""
+        if outcome.branch is None:
+            self.seeds_run += 1
+            self.arms[outcome.arm] += 1
+            self.last_seed = outcome.seed
+        else:
+            self.branches_run += 1
         self.events += outcome.events
         self.checked.update(outcome.checked)
         self.coverage.add(outcome.fired, outcome.reached, outcome.cases, outcome.enabled, outcome.assertions)
-        self.last_seed = outcome.seed
         if outcome.unjudged is not None:
             kind = outcome.unjudged[0]
             self.unjudged.setdefault(kind, _Tallied(kind, "", outcome)).seeds.append(outcome.seed)
@@ -366,6 +414,7 @@ class FuzzResult:
     scenarios: tuple[str, ...]  # the names of the scenarios it ran (coverage steered the seeds among them)
     swarm: bool  # each seed picked which faults were on, and how often
     seeds_run: int
+    branches_run: int  # runs branched off the seeds' runs at their risky moments (dst.explore.branch)
     last_seed: int | None
     events: int
     violations: int  # runs that violated an invariant
@@ -425,7 +474,7 @@ class FuzzResult:
 def fuzz(scenario: Scenario | Sequence[Scenario], seeds: Iterable[int] = range(1, 101), *, workers: int = 1,
          swarm: bool = True, time_budget: float | None = None,
          model: str | Model[Any] | Callable[..., System] | None = None,
-         on_result: Callable[[Outcome], bool | None] | None = None) -> FuzzResult:
+         on_result: Callable[[Outcome], bool | None] | None = None, branches: int | None = None) -> FuzzResult:
     """Run a campaign: each seed of ``seeds`` (in order) on ``scenario`` (given several, coverage steers the seeds
     among them: :mod:`dst.explore.steer`), on ``workers`` processes; with ``swarm``, as ``dst fuzz`` without ``--no-swarm``, each seed
     picks which of the scenario's faults are on and how often. It ends when the seeds run out, when
@@ -434,7 +483,9 @@ def fuzz(scenario: Scenario | Sequence[Scenario], seeds: Iterable[int] = range(1
 
     ``seeds`` may be endless (``itertools.count(1)``) with a time budget or a callback to end it. ``model``
     runs another model than the scenarios name, as :func:`dst.run`'s does (with workers, by its importable
-    name). Ctrl-C ends the workers and goes on up as KeyboardInterrupt."""
+    name). ``branches`` is the most branches each seed's first risky moment gets (:mod:`dst.explore.branch`; their
+    outcomes follow their seed's, with :attr:`Outcome.branch` set); None: as ``dst fuzz`` does (4 for a real
+    service, none for the coroutine seam's models). Ctrl-C ends the workers and goes on up as KeyboardInterrupt."""
     scenarios = (scenario,) if isinstance(scenario, Scenario) else tuple(scenario)
     if not scenarios:
         raise ValueError("fuzz: no scenario given")
@@ -444,8 +495,12 @@ def fuzz(scenario: Scenario | Sequence[Scenario], seeds: Iterable[int] = range(1
         scenarios = tuple(on_model(s, model) for s in scenarios)
     started = time.monotonic()
     deadline = None if time_budget is None else started + time_budget
+    if branches is None:
+        from .steer import one_scenario
+
+        branches = one_scenario(scenarios[0]).branches
     tally = Tally()
-    outcomes = campaign(scenarios, iter(seeds), use_swarm=swarm, workers=workers, deadline=deadline)
+    outcomes = campaign(scenarios, iter(seeds), use_swarm=swarm, workers=workers, deadline=deadline, branches=branches)
     asked = drive(outcomes, tally, None if on_result is None else lambda outcome, _: on_result(outcome))
     return tallied(tally, scenarios, swarm, ended(asked, deadline), time.monotonic() - started)
 
@@ -473,8 +528,11 @@ def ended(asked: bool, deadline: float | None, clock: Callable[[], float] = time
 def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stopped: str, wall: float) -> FuzzResult:
     """The result of a campaign from its tally."""
     def group(key: str, tallied: _Tallied) -> Group:
-        scenario = scenarios[tallied.first.arm]
-        ran = swarm_of(scenario, tallied.first.seed) if use_swarm else scenario
+        first = tallied.first
+        scenario = scenarios[first.arm]
+        if first.branch is not None:
+            scenario = attrs.evolve(scenario, branch=Branch(*first.branch))
+        ran = swarm_of(scenario, first.seed) if use_swarm else scenario
         return Group(key, tuple(tallied.seeds), tallied.first, reproduce(ran, tallied.first.seed), scenario=ran)
 
     situations = catalogue(scenarios[0].model.resolve().situations)
@@ -482,7 +540,8 @@ def tallied(tally: Tally, scenarios: tuple[Scenario, ...], use_swarm: bool, stop
     if len(scenarios) > 1:  # the seeds each scenario ran, as coverage steered them (by name: shards sum them)
         coverage["scenarios"] = dict(sorted(Counter({scenarios[arm].name: n for arm, n in tally.arms.items()}).items()))
     return FuzzResult(
-        scenarios=tuple(s.name for s in scenarios), swarm=use_swarm, seeds_run=tally.seeds_run, last_seed=tally.last_seed,
+        scenarios=tuple(s.name for s in scenarios), swarm=use_swarm, seeds_run=tally.seeds_run,
+        branches_run=tally.branches_run, last_seed=tally.last_seed,
         events=tally.events, violations=tally.violations, model_errors=tally.model_errors,
         signatures=tuple(group(key, t) for key, t in sorted(tally.groups.items(), key=lambda kt: kt[1].first.seed)),
         unjudged=tuple(group(kind, t) for kind, t in sorted(tally.unjudged.items())),

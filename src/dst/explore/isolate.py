@@ -24,7 +24,7 @@ import struct
 import sys
 import time
 import warnings
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NoReturn, TypeVar
 
 from ..runner import watchdog
 
@@ -72,33 +72,68 @@ def forked(work: Callable[[], T], *, deadline: float | None = None) -> T:
     """``work()`` in a forked child of this process, and what it returned (it must pickle). Raises :class:`Died`
     when the child ended without a result, :class:`Late` past ``deadline`` (on ``time.monotonic``), and what
     ``work`` raised, raised again here."""
-    global _beats
-    beats = mmap.mmap(-1, _BEAT.size)
-    read, write = os.pipe()
-    with warnings.catch_warnings():  # Python 3.12+ warns of a fork with threads: ours (the watchdog's) is
-        warnings.simplefilter("ignore", DeprecationWarning)  # made fork-safe (watchdog.py registers at fork)
-        pid = os.fork()
-    if pid == 0:  # the child: the seed, its answer, and out, with no cleanup of the parent's state to pay for
-        os.close(read)
+    child = fork()
+    if isinstance(child, Child):  # the child: the work, its answer, and out
         try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the campaign's: it ends this process
-            _beats = beats
-            watchdog.on_look = _beat
-            watchdog.exit_when_wedged = False  # wedged in C, this process is killed by its parent, which says why
-            try:
-                answer: tuple[str, Any] = ("returned", work())
-            except BaseException as e:  # noqa: BLE001 - handed to the parent, which raises it
-                answer = ("raised", e)
+            answer: tuple[str, Any] = ("returned", work())
+        except BaseException as e:  # noqa: BLE001 - handed to the parent, which raises it
+            answer = ("raised", e)
+        child.answer(answer)
+    return answer_of(child, deadline)  # type: ignore[no-any-return]  # what work() returned
+
+
+class Child:
+    """A forked child's side: where its answer goes. Ctrl-C is the parent's (it ends this process), a stall in C
+    is the parent's to kill, and the watchdog's thread beats the run's clock to it."""
+
+    def __init__(self, write: int, beats: mmap.mmap) -> None:
+        global _beats
+        self.write = write
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the campaign's: it ends this process
+        _beats = beats
+        watchdog.on_look = _beat
+        watchdog.exit_when_wedged = False  # wedged in C, this process is killed by its parent, which says why
+
+    def answer(self, answer: tuple[str, Any]) -> NoReturn:
+        """Hand ``("returned", value)`` or ``("raised", error)`` to the parent and end this process, with no cleanup
+        of the parent's state to pay for (nor to do to what the parent still uses: its files, its connections)."""
+        try:
             try:
                 data = pickle.dumps(answer)
             except Exception as e:  # noqa: BLE001 - an unpicklable error is said in its words
                 data = pickle.dumps(("raised", RuntimeError(f"{type(e).__name__}: {e}")))
             view = memoryview(data)
             while view:
-                view = view[os.write(write, view):]
+                view = view[os.write(self.write, view):]
         finally:
             os._exit(0)
+
+
+Parent = tuple[int, int, mmap.mmap]  # the child's pid, the pipe's end its answer comes from, its beats
+
+
+def fork() -> Child | Parent:
+    """Fork: in the child, its :class:`Child` (it goes on from here, and ends with :meth:`Child.answer`); in this
+    process, what :func:`answer_of` waits on."""
+    beats = mmap.mmap(-1, _BEAT.size)
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # Python 3.12+ warns of a fork with threads: ours (the watchdog's) is
+        warnings.simplefilter("ignore", DeprecationWarning)  # made fork-safe (watchdog.py registers at fork)
+        pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            return Child(write, beats)
+        except BaseException:
+            os._exit(70)
     os.close(write)
+    return pid, read, beats
+
+
+def answer_of(parent: Parent, deadline: float | None) -> Any:
+    """What the child answered: the value it returned, or what it raised raised here; :class:`Died` when it ended
+    without an answer, :class:`Late` past ``deadline``."""
+    pid, read, beats = parent
     try:
         data = _wait(pid, read, beats, deadline)
     finally:
@@ -107,11 +142,13 @@ def forked(work: Callable[[], T], *, deadline: float | None = None) -> T:
     kind, value = pickle.loads(data)
     if kind == "raised":
         raise value
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _wait(pid: int, read: int, beats: mmap.mmap, deadline: float | None) -> bytes:
     """The child's answer, once it has exited; :class:`Died` or :class:`Late` otherwise (the child then killed)."""
+    if _beats is not None:  # a forked child waiting on its own (a seed on its branches): to its parent, it is busy
+        _BEAT.pack_into(_beats, 0, 0, 0)  # as while it was building; a stall of the branch is this process's to end
     chunks: list[bytes] = []
     seen, since = -1, time.monotonic()
     try:

@@ -190,6 +190,7 @@ def merge_reports(reports: Sequence[tuple[str, Report]]) -> Report:
     computed: dict[str, Any] = {
         "seeds": _seeds(bodies, wheres, shards),
         "seeds_run": sum(r["seeds_run"] for r in bodies),
+        "branches_run": sum(r.get("branches_run", 0) for r in bodies),
         "events": sum(r["events"] for r in bodies),
         "violations": sum(r["violations"] for r in bodies),
         "model_errors": sum(r.get("model_errors", 0) for r in bodies),

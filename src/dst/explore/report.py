@@ -190,6 +190,8 @@ class Report(TypedDict):
     swarm: _Flag
     seeds: SeedRange
     seeds_run: _Count
+    # Runs branched off the seeds' at their risky moments (dst.explore.branch); absent from reports older than them: 0.
+    branches_run: NotRequired[_Count]
     events: _Count
     violations: _Count
     model_errors: NotRequired[_Count]  # runs the model's own code ended; absent from reports older than it: 0
@@ -226,6 +228,7 @@ def build(result: FuzzResult, scenarios: Sequence[Scenario], *, first: int, stop
         "seeds": {"first": first, "stop": stop, "shard": None if shard is None else shard_spec([shard.index], shard.count),
                   "last_run": result.last_seed},
         "seeds_run": result.seeds_run,
+        "branches_run": result.branches_run,
         "events": result.events,
         "violations": result.violations,
         "model_errors": result.model_errors,

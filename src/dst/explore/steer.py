@@ -23,6 +23,12 @@ then on a round in four is small, one medium and two are full. Most findings are
 few steps, and a small world's seed costs a tenth of a full one's, so the first findings come that much sooner,
 while the full worlds still run more than half the seeds. The steering weighs a scenario's seeds in every world alike.
 
+A campaign that branches (:mod:`dst.explore.branch`: a real service's, by default) also says how many branches the
+first risky moment of each seed's run gets, by situation: one the campaign has rarely reached gets the most, one
+it reaches now and then fewer, one most seeds reach one; while nothing is learned yet, every one gets a few. Its
+blocks of :data:`BRANCH_BLOCK` seeds are decided as the steering's are, on what the seeds (not their branches) reached
+before the block before them.
+
 A block is weighed on the outcomes of the blocks before the one before it, so a pool of workers
 never waits for the seeds in flight; and since outcomes are consumed in seed order, the choice for
 every seed is a pure function of the campaign (its first seed, its shard, its scenarios): the same
@@ -43,10 +49,12 @@ from ..runner import check, real_service
 from ..runner.swarm import ENABLE, WORLDS, aimed, enable, enabled_kinds, world
 from ..scenario import Scenario, ScenarioError, load_shipped, shipped_names
 from ..sut import Situation
+from .branch import MOST
 
 _SCALE = 1 << 20  # weights are integers (strides of a deterministic schedule), at this resolution
 CATALOGUE = "dst:scenarios"  # the reference model's scenarios: one per catalogue bug, each made to reach it
 _OPENING = 2  # blocks in which half the seeds go to the broad scenarios; a quarter after them
+BRANCH_BLOCK = 64  # seeds per block of branch budgets (see the module's text)
 
 
 @attrs.frozen
@@ -57,6 +65,7 @@ class Roster:
     scenarios: tuple[Scenario, ...]
     broad: int
     worlds: int = 1
+    branches: int = 0  # the most branches a seed's risky moment gets (0: none; see Steering.branches)
 
 
 WORLD_ORDER: tuple[str | None, ...] = (None, *WORLDS)  # a roster's worlds, in its layout: in full, then the others
@@ -66,7 +75,8 @@ class Steering:
     """The arm (an index into the campaign's scenarios) of each seed, by its position in the campaign. The first
     ``broad`` arms are the broad ones (none or all: every arm is)."""
 
-    def __init__(self, arms: int, situations: Sequence[Situation] = (), broad: int = 0, worlds: int = 1) -> None:
+    def __init__(self, arms: int, situations: Sequence[Situation] = (), broad: int = 0, worlds: int = 1,
+                 branches: int = 0) -> None:
         if worlds not in (1, len(WORLD_ORDER)) or arms % worlds:
             raise ValueError(f"expected the scenarios of {worlds} world(s), got {arms}")
         self.worlds = worlds
@@ -83,11 +93,34 @@ class Steering:
         self.plans: dict[int, list[int]] = {}  # block -> the arm of each of its weighed positions
         if arms > 1:
             self.plans[1] = self._schedule(self._weighed(1))  # on nothing learned: all alike
+        self.most = branches  # the most branches a moment gets (0: the campaign does not branch)
+        self.moments: Counter[str] = Counter()  # situation -> seeds whose run reached it
+        self.budgets: dict[int, tuple[tuple[str, int], ...]] = {}  # branch block -> each situation's branches
 
     def ready(self, position: int) -> bool:
-        """Whether the arm of the seed at ``position`` can be told now (its block's weights are learned)."""
-        block = position // self.block
-        return self.arms == 1 or block < 2 or self.learned >= (block - 1) * self.block
+        """Whether the arm and the branches of the seed at ``position`` can be told now (its blocks are learned)."""
+        block, branching = position // self.block, position // BRANCH_BLOCK
+        return ((self.arms == 1 or block < 2 or self.learned >= (block - 1) * self.block)
+                and (not self.most or branching < 2 or self.learned >= (branching - 1) * BRANCH_BLOCK))
+
+    def branches(self, position: int) -> tuple[tuple[str, int], ...]:
+        """How many branches the first risky moment of the seed at ``position`` gets, by situation (none for a
+        campaign that does not branch); :meth:`ready` must say so."""
+        if not self.most:
+            return ()
+        block = position // BRANCH_BLOCK
+        return self.budgets[block] if block >= 2 else self._budget(learned=False)
+
+    def _budget(self, learned: bool = True) -> tuple[tuple[str, int], ...]:
+        """Each situation's branches, by the share of the seeds learned so far that reached it."""
+        few = max(1, self.most // 2)
+        if not learned:
+            return tuple((s.id, few) for s in self.situations)
+        budget = []
+        for s in self.situations:
+            share = (self.moments[s.id] + 1) / (self.learned + 2)
+            budget.append((s.id, self.most if share < 1 / 8 else few if share < 1 / 2 else 1))
+        return tuple(budget)
 
     def arm(self, position: int) -> int:
         """The arm of the seed at ``position`` (0-based, in campaign order), in its world; :meth:`ready` must say
@@ -123,8 +156,13 @@ class Steering:
 
     def learn(self, arm: int, checked: Iterable[str], fired: Iterable[tuple[str, int]],
               reached: Iterable[tuple[str, int]], cases: Iterable[tuple[str, int]]) -> None:
-        """One seed's outcome, in campaign order."""
+        """One seed's outcome, in campaign order (a branch's teaches it nothing: it went where its seed went)."""
         self.learned += 1
+        if self.most:
+            self.moments.update(name for name, n in reached if n)
+            if self.learned % BRANCH_BLOCK == 0:  # the block after next, on what came before it
+                self.budgets[self.learned // BRANCH_BLOCK + 1] = self._budget()
+                self.budgets.pop(self.learned // BRANCH_BLOCK - 2, None)
         if self.arms == 1:
             return
         arm %= self.arms  # its scenario's, in whichever world
@@ -223,12 +261,19 @@ def default_campaign(first: Scenario) -> Roster:
     full = tuple(roster) + tuple(dict.fromkeys(a for a in map(aimed, roster) if a not in roster))
     if not _starts_small(first):
         return Roster(full, len(broad))
-    return Roster(full + tuple(_in_world(s, size) for size in WORLDS for s in full), len(broad), len(WORLD_ORDER))
+    return Roster(full + tuple(_in_world(s, size) for size in WORLDS for s in full), len(broad), len(WORLD_ORDER),
+                  MOST)
+
+
+def one_scenario(scenario: Scenario) -> Roster:
+    """A campaign of ``scenario`` alone: a real service's seeds branch at their risky moments (forked there, they
+    cost what comes after it), the coroutine seam's do not (their seeds cost milliseconds)."""
+    return Roster((scenario,), 1, branches=MOST if _starts_small(scenario) else 0)
 
 
 def _starts_small(first: Scenario) -> bool:
-    """A campaign on a real service (a model of the asyncio mode) starts in small worlds; the seam's do not (their
-    seeds cost milliseconds, and a small world meets fewer of the messages a seam's bug needs)."""
+    """A campaign on a real service (a model of the asyncio mode) starts in small worlds and branches; the seam's
+    do not (their seeds cost milliseconds, and a small world meets fewer of the messages a seam's bug needs)."""
     try:
         return real_service(first)
     except (ScenarioError, ModelError, UserError):

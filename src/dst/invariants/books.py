@@ -105,6 +105,8 @@ class Books:
         self.bounds = Bounds()
         self.server = ServerWatch(kernel)
         self.model_reached: dict[str, int] = {}
+        self.moments: dict[str, int] = {}  # situation -> when the run first reached it: where a campaign branches
+        self.on_moment: Callable[[str], None] | None = None  # told of each situation the run reaches a first time
         # A run's: takes the first failure of each invariant (its id, its message), and the run goes on. Unset, a
         # failure raises Violation (the books checked alone, as a test does).
         self.recorder: Callable[[str, str], None] | None = None
@@ -174,6 +176,14 @@ class Books:
     def reached(self, situation: str) -> None:
         """A situation the model declares came up (``dst.sut.Facts``)."""
         self.model_reached[situation] = self.model_reached.get(situation, 0) + 1
+        self.first_time(situation)
+
+    def first_time(self, situation: str) -> None:
+        """The run reached ``situation``: the first time, it is the situation's moment, and ``on_moment`` hears it."""
+        if situation not in self.moments:
+            self.moments[situation] = self.kernel.now
+            if self.on_moment is not None:
+                self.on_moment(situation)
 
     # --- dst.sut.Facts: leases --------------------------------------------------------------
 

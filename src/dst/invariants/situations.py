@@ -27,7 +27,18 @@ class Situation(Unit):
 
     def __init__(self, ghost: Books) -> None:
         super().__init__(ghost)
-        self.count = 0
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """How often the run reached it; the first time is the run's moment for it (``Books.moments``)."""
+        return self._count
+
+    @count.setter
+    def count(self, n: int) -> None:
+        first, self._count = not self._count, n
+        if first:
+            self.g.first_time(self.id)
 
     @classmethod
     def declared(cls) -> Declared:

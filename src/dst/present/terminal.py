@@ -150,7 +150,9 @@ class FuzzProgress:
         left = f", {min(lefts):.0f}s left" if lefts else ""
         plural = "" if tally.violations == 1 else "s"
         errors = f", {tally.model_errors:,} model error{'' if tally.model_errors == 1 else 's'}" if tally.model_errors else ""
-        return f"{tally.seeds_run:,} seeds, {rate:.0f}/s, {tally.violations:,} violation{plural}{errors}{left}"
+        branches = f" (+{tally.branches_run:,} branches)" if tally.branches_run else ""
+        return (f"{tally.seeds_run:,} seeds{branches}, {rate:.0f}/s, {tally.violations:,} violation{plural}{errors}"
+                f"{left}")
 
     def update(self, tally: Any, elapsed: float) -> None:
         """Called after each seed with the seconds since the campaign began (from the caller's clock)."""
@@ -186,6 +188,9 @@ def render_fuzz(console: Console, report: Report) -> None:
     grid.add_row("seeds", f"{report['seeds_run']:,} run ({span}{', shard ' + seeds['shard'] if seeds['shard'] else ''})"
                  f"{', swarm' if report['swarm'] else ''}"
                  + (f"; shard(s) {', '.join(map(str, missing))} missing" if missing else ""))
+    if report.get("branches_run", 0):
+        grid.add_row("branches", f"{report.get('branches_run', 0):,} run off the seeds' risky moments, each the seed's "
+                                 f"run to there and new draws from there on")
     grid.add_row("speed", f"{report['seeds_per_second']} seeds/s, {report['events']:,} events in {report['wall_seconds']}s")
     errors = report.get("model_errors", 0)
     style = "bold red" if report["violations"] or errors else "bold green"

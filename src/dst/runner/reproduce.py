@@ -8,23 +8,25 @@ from typing import Iterable
 import attrs
 
 from ..models import ModelError
+from ..plan import Branch
 from ..scenario import EMBEDDED, Scenario, ScenarioError, load_scenario
 from .swarm import ENABLE, WORLDS, aimed, enable, swarm, world
 
 
 def command(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
             model: str | None = None, no_bugs: bool = False, aim: bool = False, enable: Iterable[str] = (),
-            world: str | None = None) -> str:
+            world: str | None = None, branch: Branch | None = None) -> str:
     """``dst run --seed N`` with the flags given, as a shell takes it (a path with a space is quoted): the
     scenario as the command line names it (None: the embedded default), the model it runs instead of the
     file's, the bugs it turns on besides the file's (with ``no_bugs``, instead of them), the fault kinds it
-    turns on that the file leaves off, whether its faults are aimed, and the smaller world it runs in."""
-    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs, aim, enable, world))
+    turns on that the file leaves off, whether its faults are aimed, the smaller world it runs in, and where it
+    branches off the seed's own run."""
+    return shlex.join(arguments(seed, scenario_arg, bugs, use_swarm, model, no_bugs, aim, enable, world, branch))
 
 
 def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swarm: bool,
               model: str | None = None, no_bugs: bool = False, aim: bool = False,
-              enable: Iterable[str] = (), world: str | None = None) -> list[str]:
+              enable: Iterable[str] = (), world: str | None = None, branch: Branch | None = None) -> list[str]:
     """:func:`command` as the list of its words."""
     parts = ["dst", "run", "--seed", str(seed)]
     if scenario_arg:
@@ -43,6 +45,8 @@ def arguments(seed: int, scenario_arg: str | None, bugs: Iterable[str], use_swar
         parts += ["--world", world]
     if use_swarm:
         parts.append("--swarm")
+    if branch is not None:
+        parts += ["--branch", str(branch)]
     return parts
 
 
@@ -63,6 +67,8 @@ def reproduce(scenario: Scenario, seed: int) -> str | None:
     built or changed in code, or one whose file has changed or gone since it was loaded."""
     if seed < 0:
         return None
+    branch = scenario.branch
+    scenario = attrs.evolve(scenario, branch=None)  # the seed's own run: the branch is a flag of its command
     name = command_name(scenario)
     try:
         try:
@@ -85,7 +91,7 @@ def reproduce(scenario: Scenario, seed: int) -> str | None:
         sized = loaded if size is None else world(loaded, size)
         for use_swarm, ran in ((False, sized), (True, swarm(sized, seed))):
             if ran == scenario:
-                return command(seed, name, extra, use_swarm, model, no_bugs, aim, kinds, size)
+                return command(seed, name, extra, use_swarm, model, no_bugs, aim, kinds, size, branch)
     return None
 
 

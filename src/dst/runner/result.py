@@ -81,6 +81,7 @@ class RunResult:
                   list[tuple[int, int, int, str]]] = ([], [], [])
     unjudged: Unjudged | None = None
     situations: dict[str, int] = attrs.Factory(dict)  # the risky situations reached, and how often
+    moments: dict[str, int] = attrs.Factory(dict)  # each situation reached: when the run first reached it (ms)
     cases: dict[str, int] = attrs.Factory(dict)  # each invariant checked: how often it met a case it exists for
     plan_given: bool = attrs.field(default=False, repr=False, eq=False)  # ``plan`` was passed to run()
     # The other invariants the run violated, each the first time, in time order, after its first violation opened

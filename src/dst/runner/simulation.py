@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
-from typing import Any, Callable, cast
+from typing import Any, Callable, Mapping, NoReturn, Protocol, cast
 
 import attrs
 
@@ -29,7 +29,7 @@ from ..invariants import BY_ID
 from ..invariants.situations import cases_met, catalogue
 from ..invariants.user import Book
 from ..models import ModelError
-from ..plan import Step, is_client
+from ..plan import Branch, Step, is_client, sort_steps
 from ..scenario import Scenario
 from ..sim.kernel import Pause
 from ..sim.rng import Streams
@@ -52,14 +52,39 @@ class Cut(Exception):
     """A run stopped at a wall-clock deadline (a campaign's ``--time-budget``): it has no result at all."""
 
 
+class Explorer(Protocol):
+    """What a run that explores the futures of its first risky moment asks (:mod:`dst.explore.branch` is one).
+
+    The moment is when the run first reaches a situation (:mod:`dst.invariants.situations`) that ``budget`` gives
+    branches to, unless it violated an invariant by then; the branches start the millisecond after it (the first
+    ``at``), and a moment where several such situations come up gets the most any of them is given."""
+
+    @property
+    def budget(self) -> Mapping[str, int]:
+        """Situation id -> how many branches its moment gets."""
+
+    def fork(self, at: int, branches: int, folder: str | None, forkable: bool) -> Branch | None:
+        """At the moment: the :class:`~dst.plan.Branch` to go on as (in a forked child), or None (this run goes on
+        as the seed's own, its branches run or left to run afterwards). ``folder`` is the run's durable state on
+        disk, which forked branches share with it; ``forkable`` says whether the run's mode may be forked at all (a
+        real service's, whose files are its folder's)."""
+
+    def report(self, result: RunResult) -> NoReturn:
+        """A branch's run ended (in the child :meth:`fork` made): hand its result over, and end the process."""
+
+
 class Simulation:
     """One run, assembled. Build it, then :meth:`run` it once."""
 
     mode: Mode
 
     def __init__(self, scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, *,
-                 deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 explorer: Explorer | None = None) -> None:
         self.scenario = scenario
+        self.explorer = explorer
+        self.moment: list[int] | None = None  # [the first branch's time, how many branches] once a moment came
+        self.forked = False  # this process goes on as a branch the explorer forked at the moment
         self.seed = seed
         self.deadline = deadline
         self.clock = clock
@@ -67,12 +92,15 @@ class Simulation:
         self.plan_given = plan is not None
         self.plan = plan if plan is not None else (scenario.steps if scenario.steps is not None
                                                    else generate_plan(scenario, streams))
+        if scenario.branch is not None:
+            self.plan = sort_steps((*self.plan, scenario.branch.step()))
         budget = scenario.run.max_events
         self.world = world = World(scenario, streams, self._checkpoint,
                                    budget if deadline is None else min(budget, _CHECK_WALL_EVERY))
         self.kernel = world.kernel
-        # The timed steps; pinned faults name a message, not a moment, and are in place from the start.
-        self.timed = tuple(s for s in self.plan if not is_pinned(s))
+        # The timed steps; pinned faults name a message, not a moment, and are in place from the start; a branch
+        # comes first at its moment (see _run).
+        self.timed = tuple(s for s in self.plan if not is_pinned(s) and s.action != "branch")
         self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.timed])
         has_runs = scenario.runs.enabled or any(s.action in _RUN_ACTIONS or s.arg("then") in _RUN_ACTIONS
                                                 for s in self.plan)
@@ -121,6 +149,8 @@ class Simulation:
                           bounds=attrs.evolve(bounds, reclaim_within=bounds.reclaim_within + slack,
                                               transition_within=bounds.transition_within + slack))
         world.ghost.recorder = self._violated
+        if self.explorer is not None:
+            world.ghost.on_moment = self._moment
         self.window = window_of(bounds, parts, slack)
         # The user's own assertions (dst.always & co.): noted as dst's own are, where they are found.
         self.book = Book(world.kernel, mode.who, self._violated, self._refused)
@@ -167,6 +197,46 @@ class Simulation:
             return
         world.clients[step.actor].submit(step)  # a job: acquire or serve
 
+    def _branch(self, step: Step) -> None:
+        self.world.branch(step.number("draw"))
+
+    def _moment(self, situation: str) -> None:
+        """The run reached ``situation`` for the first time: if the explorer gives it branches, the run stops before
+        anything else happens the next millisecond (see :class:`Explorer`)."""
+        assert self.explorer is not None
+        branches = self.explorer.budget.get(situation, 0)
+        at = self.kernel.now + 1
+        if not branches:
+            return
+        if self.moment is None:
+            self.moment = [at, branches]
+            self.kernel.first_at(at, self._stop_at_moment)
+        elif self.moment[0] == at:
+            self.moment[1] = max(self.moment[1], branches)
+
+    def _stop_at_moment(self, _: object) -> None:
+        raise _AtMoment()
+
+    def _branch_off(self) -> None:
+        """At the moment: the explorer forks the branches, and this process goes on as the one it is handed (a
+        child), or as the seed's own run. A branch goes on from the very event the stop was, as a run of the branch
+        from the start runs its branch step there."""
+        assert self.explorer is not None and self.moment is not None
+        branch = None
+        if not self.found:  # a violation by then: the seed's own story
+            with self.watch.aside():  # the clock stands still while the branches run
+                at, branches = self.moment
+                branch = self.explorer.fork(at, branches, getattr(self.system, "folder", None), self.mode.real_service)
+        self.watch.adopt()  # in a forked branch, the watchdog's thread did not come along
+        if branch is None:
+            self.kernel.events -= 1  # the stop is no event of the seed's own run
+            return
+        self.forked = True
+        self.scenario = attrs.evolve(self.scenario, branch=branch)
+        step = branch.step()
+        self.plan = sort_steps((*self.plan, step))
+        self._branch(step)
+
     def run(self) -> RunResult:
         # Like timeit, a run switches the cycle collector off: nothing here makes a reference cycle per
         # event (refcounting frees it all), and with hundreds of clients the collector's repeated scans of
@@ -180,7 +250,11 @@ class Simulation:
         assertions.book = self.book  # dst.always & co., called from the model's code, go to this run's book
         try:
             with self.watch, mode.guarded():  # a model's code that never returns is interrupted
-                return self._run()
+                result = self._run()
+                if self.forked:
+                    assert self.explorer is not None
+                    self.explorer.report(result)  # a branch forked from the seed's run: its process ends here
+                return result
         finally:
             if assertions.book is self.book:
                 assertions.book = None
@@ -247,11 +321,14 @@ class Simulation:
             self.opened = self.found[0].step
 
     def _go(self, until: int) -> None:
-        """The kernel run to ``until``, stopping a moment wherever a violation is to be noted (see _violated)."""
+        """The kernel run to ``until``, stopping a moment wherever a violation is to be noted (see _violated), and
+        at the risky moment an explorer branches at."""
         while True:
             try:
                 self.kernel.run(until)
                 return
+            except _AtMoment:
+                self._branch_off()
             except Pause:
                 self._noted()
 
@@ -259,6 +336,9 @@ class Simulation:
         kernel, scenario, world = self.kernel, self.scenario, self.world
         if self.timed:
             kernel.at(self.timed[0].at, self._apply, 0)
+        for step in self.plan:
+            if step.action == "branch":
+                kernel.first_at(step.at, self._branch, step)
         world.server.boot()
         unjudged = None
         try:
@@ -311,7 +391,7 @@ class Simulation:
             events=kernel.events, raw_trace=tuple(world.trace), faults=dict(world.faults), invariants=self.invariants,
             checks=world.ghost.checks, jobs=dict(jobs), violation=violation,
             befell=(world.network.drawn, world.server.drawn, world.server.resets), unjudged=unjudged,
-            situations=reached,
+            situations=reached, moments=dict(world.ghost.moments),
             cases=cases_met(reached, catalogue(scenario.model.resolve().situations), self.invariants,
                             [v.invariant for v in (violation, *consequences) if v is not None]),
             plan_given=self.plan_given, consequences=tuple(consequences),
@@ -324,6 +404,10 @@ class Simulation:
 
 class _OverBudget(Exception):
     pass
+
+
+class _AtMoment(Pause):
+    """The run is at the moment its explorer branches at (the kernel stops: see Simulation._moment)."""
 
 
 class _WindowOver(Exception):

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from ..errors import Stalled
 from ..frames import USER, short, whose
+from ..sandbox import own_work
 from ..sim.kernel import Kernel
 from ..sim.trace import format_time
 
@@ -57,14 +58,33 @@ class watching:
         self._entered_in: FrameType | None = None  # the frame that runs the simulation, below the model's code
 
     def __enter__(self) -> watching:
-        global _watched, _started_in
         self._entered_in = sys._getframe(1)
+        self.adopt()
+        return self
+
+    def adopt(self) -> None:
+        """Watch this run from this process's thread: at its start, and in a process forked in its middle (a branch
+        of it: the thread of the process it was forked from did not come along)."""
+        global _watched, _started_in
         if _started_in != os.getpid():  # first run in this process: the thread (dst's own, so the sandbox lets it)
             _started_in = os.getpid()
-            threading.Thread(target=_look, name="dst-watchdog", daemon=True).start()
+            with own_work():
+                threading.Thread(target=_look, name="dst-watchdog", daemon=True).start()
         with _lock:
             _watched = self
-        return self
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """The run waits on something of dst's own (its branches, running in forked children): its clock stands
+        still, and that is no stall of its code."""
+        global _watched
+        with _lock:
+            _watched = None
+        try:
+            yield
+        finally:
+            with _lock:
+                _watched = self
 
     def __exit__(self, *exc: object) -> None:
         global _watched

@@ -56,6 +56,18 @@ class World:
         # What the model logged through the logging module (the sandbox keeps it off the terminal): (time, the
         # process, how many trace events came before it, the line). Apart from the trace, so no digest moves.
         self.logs: list[tuple[int, str, int, str]] = []
+        # What else draws from the seed and must draw afresh when the run branches (a mode's caches of draws, the
+        # sandbox's random): called with the branch's draw.
+        self.on_branch: list[Callable[[int], None]] = []
+
+    def branch(self, draw: int) -> None:
+        """The run branches here: every draw from now on is branch ``draw``'s (:class:`~dst.plan.Branch`)."""
+        self.streams.branch(draw)
+        for hook in self.on_branch:
+            hook(draw)
+        self.trace.append((self.kernel.now, "world", "branch",
+                           f"draw {draw}: every draw from here on (latencies, losses, orders, the service's random) "
+                           f"is this branch's"))
 
     def logged(self, actor: str, text: str) -> None:
         self.logs.append((self.kernel.now, actor, len(self.trace), text))

@@ -50,6 +50,7 @@ from types import FrameType, TracebackType
 from typing import Any, Callable
 
 from . import active, imports
+from .active import own_work
 from .patches import _patches, real
 from ..frames import IMPORTS, USER, short, whose
 from .refusals import Refusal
@@ -57,7 +58,7 @@ from .refusals import Refusal
 from .refusals import (_EXECUTOR as _EXECUTOR, _PROCESSES as _PROCESSES, _SIGNALS as _SIGNALS,
                        _SOCKETS as _SOCKETS, refusal as refusal)
 
-__all__ = ["VIRTUAL_EPOCH_MS", "Refusal", "Sandbox", "real", "run_seed"]
+__all__ = ["VIRTUAL_EPOCH_MS", "Refusal", "Sandbox", "own_work", "real", "run_seed"]
 
 VIRTUAL_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: what a simulated process's wall clock reads at t=0
 
@@ -139,6 +140,12 @@ class Sandbox:
         if active._ACTIVE is not self:
             raise RuntimeError("dst: this sandbox is not up")
         self._restore()
+
+    def branch(self, draw: int) -> None:
+        """The run branches (:class:`dst.plan.Branch`): ``random``, ``os.urandom`` and ``uuid4`` draw as branch
+        ``draw`` of what they drew so far, in any process."""
+        random.seed(f"dst.random:{self.seed}:{random.getrandbits(64)}:branch {draw}")
+        active._entropy.seed(f"dst.entropy:{self.seed}:{active._entropy.getrandbits(64)}:branch {draw}")
 
     def _set_tz(self, undo: list[Callable[[], None]]) -> None:
         if self.tz is None or not hasattr(time, "tzset") or os.environ.get("TZ") == self.tz:

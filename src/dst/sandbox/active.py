@@ -4,9 +4,10 @@ its entropy, and where the errors a callback cannot raise go."""
 from __future__ import annotations
 
 import _thread
+import contextlib
 import random
 from types import FrameType
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 
 class _Up(Protocol):
@@ -46,6 +47,18 @@ def _leave() -> None:
 def _swallow(error: BaseException) -> None:
     if _ACTIVE is not None:
         _ACTIVE.swallowed.append(error)
+
+
+@contextlib.contextmanager
+def own_work() -> Iterator[None]:
+    """dst's own work in the middle of a run (a fork at a branch's moment, the watchdog's thread started in the
+    child): the patches act for no thread meanwhile, whatever code of the user's is further up the stack."""
+    global _owner
+    owner, _owner = _owner, -1
+    try:
+        yield
+    finally:
+        _owner = owner
 
 
 def _acting() -> bool:

@@ -17,7 +17,7 @@ from ..faults import SCHEDULED
 from ..sim.schedule import STRATEGIES
 from ..invariants import INVARIANT_IDS
 from ..models import DEFAULT_IMPL, ModelError, resolve
-from ..plan import Step
+from ..plan import Branch, Step
 from ..sut import Model
 from ..text import format_duration, key_name, parse_duration, shorten
 
@@ -313,6 +313,9 @@ class Scenario:
     bugs: tuple[str, ...] = ()
     steps: tuple[Step, ...] | None = None  # a scripted run; None means generated from the seed
     source: str = EMBEDDED
+    # A variation, not a key of the file: the run branches there (its plan gets the branch's step, which a scripted
+    # scenario's steps hold instead).
+    branch: Branch | None = None
 
 
 def scripted(scenario: Scenario, plan: tuple[Step, ...]) -> Scenario:
@@ -320,6 +323,6 @@ def scripted(scenario: Scenario, plan: tuple[Step, ...]) -> Scenario:
     so the file reads as what it is."""
     faults = attrs.evolve(scenario.faults, **{k: attrs.evolve(f, rate=0.0) for k, f in scenario.faults.kinds()})
     clients = max([int(s.actor[1:]) for s in plan if s.actor.startswith("c")] + [1])
-    return attrs.evolve(scenario, steps=plan, faults=faults,
+    return attrs.evolve(scenario, steps=plan, faults=faults, branch=None,
                         workload=attrs.evolve(scenario.workload, clients=clients, jobs=0),
                         runs=attrs.evolve(scenario.runs, submissions=0))

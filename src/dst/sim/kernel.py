@@ -31,7 +31,7 @@ class Kernel:
     to end the run (an event budget spent, a wall-clock deadline passed) or return the next count at which
     to be called. It costs the loop one integer comparison per event."""
 
-    __slots__ = ("now", "events", "next_checkpoint", "checkpoint", "_queue", "_counter", "_cancelled", "_ready")
+    __slots__ = ("now", "events", "next_checkpoint", "checkpoint", "_queue", "_counter", "_cancelled", "_ready", "_firsts")
 
     def __init__(self, checkpoint: Callable[[int], int] | None = None, first_checkpoint: int = NEVER) -> None:
         self.now = 0
@@ -44,6 +44,7 @@ class Kernel:
         # Events due now, ranked (the asyncio mode's ready callbacks): they run before the clock moves again, and
         # skip the main queue, whose tuples are longer and whose heap is deeper.
         self._ready: list[tuple[int, Callable[[Any], object], Any]] = []
+        self._firsts = -(1 << 62)  # the seqs of first_at: below every other
 
     def at(self, time: int, fn: Callable[[Any], object], arg: Any = None) -> int:
         """Call ``fn(arg)`` at virtual time ``time``; returns a handle for :meth:`cancel`."""
@@ -64,6 +65,14 @@ class Kernel:
         seq = (rank << 40) | next(self._counter)
         heappush(self._queue, (self.now + delay, seq, fn, arg))
         return seq
+
+    def first_at(self, time: int, fn: Callable[[Any], object], arg: Any = None) -> None:
+        """Call ``fn(arg)`` at ``time`` before anything else due then (what is due now this way runs first, as the
+        clock has not moved yet), in the order so scheduled: the moment a run branches. Not cancellable."""
+        if time <= self.now:
+            raise ValueError(f"cannot schedule first at {time}: the clock is at {self.now}")
+        self._firsts += 1
+        heappush(self._queue, (time, self._firsts, fn, arg))
 
     def soon(self, rank: int, fn: Callable[[Any], object], arg: Any = None) -> None:
         """Call ``fn(arg)`` now, before the clock moves, in ``rank`` order (0 <= rank < 2**20) among what is

@@ -63,15 +63,30 @@ class Keyed:
 
 
 class Streams:
-    """The named streams of one seed."""
+    """The named streams of one seed. A run that branches (:meth:`branch`) draws afresh from then on: every keyed
+    stream handed out, and every one handed out later, is the branch's."""
 
-    __slots__ = ("seed",)
+    __slots__ = ("seed", "_keyed", "_draws")
 
     def __init__(self, seed: int) -> None:
         self.seed = int(seed)
+        self._keyed: list[Keyed] = []
+        self._draws: tuple[int, ...] = ()  # the branches taken, in order
 
     def sequence(self, name: str, *key: object) -> random.Random:
         return random.Random(derive(self.seed, name, *key))
 
     def keyed(self, name: str, *key: object) -> Keyed:
-        return Keyed(derive(self.seed, name, *key))
+        base = derive(self.seed, name, *key)
+        for draw in self._draws:  # as if it had been handed out before the branches were taken
+            base = derive(base, "branch", draw)
+        stream = Keyed(base)
+        self._keyed.append(stream)
+        return stream
+
+    def branch(self, draw: int) -> None:
+        """From now on, every keyed stream draws as branch ``draw`` of this one: a pure function of the seed, the
+        stream's name and the branches taken, so a branch's run is the same in any process, forked or not."""
+        self._draws += (draw,)
+        for stream in self._keyed:
+            stream._base = derive(stream._base, "branch", draw)

@@ -55,10 +55,11 @@ class AioMode:
         # The same for the processes' hooks, through a gate of their own (typed as what it passes on).
         self.hooks = cast(HostHooks, FactsGate(world.ghost))
         cast(FactsGate, self.hooks).hold()
-        loop.patches = [Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now + getattr(loop.process, "wall_offset", 0),
-                                monotonic_ms=lambda: kernel.now, seed=seed, folder=system.folder,
-                                refused=loop.refuse, logs=lambda text: world.logged(str(loop.process.name), text)),
-                        stores.installed(), scopes_in_order()]
+        sandbox = Sandbox(wall_ms=lambda: VIRTUAL_EPOCH_MS + kernel.now + getattr(loop.process, "wall_offset", 0),
+                          monotonic_ms=lambda: kernel.now, seed=seed, folder=system.folder, refused=loop.refuse,
+                          logs=lambda text: world.logged(str(loop.process.name), text))
+        loop.patches = [sandbox, stores.installed(), scopes_in_order()]
+        world.on_branch += [lambda _: loop.branched(), sandbox.branch]
         if system.inline_threads:
             from ...aio.inline import InlineThreads
 

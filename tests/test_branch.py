@@ -1,0 +1,169 @@
+"""Branching from a risky moment: a branch is a run of its own that gives the same bytes forked or run from the
+start, the seed's own run is unchanged by its branches, and a campaign counts, reports and reproduces them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import attrs
+import pytest
+
+import dst
+from dst.cli import main
+from dst.explore.branch import MOST, Branching, Folder
+from dst.explore.fuzz import explore_seed
+from dst.explore.isolate import CAN_FORK
+from dst.explore.steer import BRANCH_BLOCK, Steering
+from dst.invariants.situations import catalogue
+from dst.plan import Branch
+from dst.runner import Simulation
+from dst.runner.swarm import world
+
+AIO = "examples/aio_leases/scenarios/default.toml"
+
+
+def _small_aio() -> dst.Scenario:
+    return world(dst.load_scenario(AIO), "small")
+
+
+def _every(scenario: dst.Scenario, branches: int) -> dict[str, int]:
+    return {s.id: branches for s in catalogue(scenario.model.resolve().situations)}
+
+
+def test_a_branch_is_the_seeds_own_run_up_to_its_moment_and_its_own_after():
+    scenario = dst.load_scenario("default")
+    own = dst.run(scenario, 3)
+    assert own.violation is None  # its digest covers the whole trace
+    at = own.raw_trace[len(own.raw_trace) // 2][0] + 1
+    branched = dst.run(attrs.evolve(scenario, branch=Branch(at, 1)), 3)
+    before = [e for e in own.trace if e[0] < at]
+    assert [e for e in branched.trace if e[0] < at] == before
+    mark = branched.trace[len(before)]
+    assert mark[:3] == (at, "world", "branch") and "draw 1" in mark[3]
+    assert branched.trace[len(before) + 1:] != own.trace[len(before):]  # new draws: another future
+    again = dst.run(attrs.evolve(scenario, branch=Branch(at, 1)), 3)
+    other = dst.run(attrs.evolve(scenario, branch=Branch(at, 2)), 3)
+    assert branched.violation is None and other.violation is None
+    assert again.digest == branched.digest != other.digest
+    assert branched.plan == tuple(sorted((*own.plan, Branch(at, 1).step()), key=lambda s: (s.at, s.id)))
+
+
+@pytest.mark.skipif(not CAN_FORK, reason="forks only on Linux")
+def test_a_forked_branch_gives_the_bytes_of_the_branch_run_from_the_start_and_the_seed_its_own():
+    scenario = _small_aio()
+    explorer = Branching(_every(scenario, 2), lambda result: result.digest, lambda branch, why: why)
+    explored = Simulation(scenario, 4, explorer=explorer).run()
+    plain = dst.run(scenario, 4)
+    assert (explored.digest, explored.events) == (plain.digest, plain.events)  # its SQLite file put back each time
+    assert explorer.cold == () and len(explorer.answers) == 2, "forked at its first moment"
+    at = min(plain.moments.values()) + 1
+    assert explorer.answers == [dst.run(attrs.evolve(scenario, branch=Branch(at, d)), 4).digest for d in (1, 2)]
+
+
+@pytest.mark.skipif(not CAN_FORK, reason="forks only on Linux")
+def test_the_seeds_outcomes_and_its_branches_are_the_same_forked_or_not():
+    scenario = _small_aio()
+    budget = tuple(_every(scenario, 2).items())
+    forked = explore_seed(scenario, 11, False, budget=budget, fork=True)
+    cold = explore_seed(scenario, 11, False, budget=budget, fork=False)
+    assert forked == cold
+    assert [o.branch is not None for o in forked] == [False, True, True]
+    assert forked[1].branch == (forked[2].branch[0], 1) and forked[2].branch[1] == 2
+
+
+def test_a_moment_after_the_seed_violated_is_not_branched():
+    scenario = dst.load_scenario("double-release")
+    result = dst.run(scenario, 3)
+    assert result.violation is not None
+    late = {s: 2 for s, t in result.moments.items() if t >= result.violation.time}
+    outcomes = explore_seed(scenario, 3, False, budget=tuple(late.items()), fork=False)
+    assert len(outcomes) == 1
+
+
+def test_the_coroutine_seam_branches_from_the_start_and_the_most_a_moment_gets_wins(monkeypatch):
+    scenario = dst.load_scenario("default")
+    seed = next(s for s in range(1, 50) if dst.run(scenario, s).moments)
+    moments = dst.run(scenario, seed).moments
+    first = min(moments.values())
+    budget = {s: (3 if t == first else 1) for s, t in moments.items()}
+    explorer = Branching(budget, lambda result: result.digest, lambda branch, why: why)
+    Simulation(scenario, seed, explorer=explorer).run()
+    assert explorer.answers == [] and explorer.cold == tuple(Branch(first + 1, d) for d in (1, 2, 3))
+
+
+def test_a_campaign_counts_reports_and_reproduces_its_branches_the_same_on_any_number_of_workers():
+    scenario = dst.load_scenario("double-release")
+    one = dst.fuzz(scenario, range(1, 25), branches=2, swarm=True)
+    two = dst.fuzz(scenario, range(1, 25), branches=2, swarm=True, workers=2)
+    assert one.seeds_run == 24 and one.branches_run > 0
+    assert (one.branches_run, one.violations, [g.key for g in one.signatures]) == \
+           (two.branches_run, two.violations, [g.key for g in two.signatures])
+    off = dst.fuzz(scenario, range(1, 25), swarm=True)  # the seam's models branch only when asked
+    assert off.branches_run == 0 and off.seeds_run == 24
+    found = [g for g in one.signatures if g.first.branch is not None]
+    for group in found[:1]:
+        assert f"--branch {Branch(*group.first.branch)}" in (group.reproduce or "")
+        again = group.run()
+        assert again.violation is not None and again.violation.invariant == group.first.invariant
+
+
+def test_dst_run_branch_on_the_command_line(capsys):
+    def run(*flags: str) -> tuple[int, str, str]:
+        code = main(["run", "--seed", "3", "--scenario", "double-release", *flags])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    digest = [json.loads(run(*flags, "--json")[1])["trace_digest"] for flags in (("--branch", "4s/2"),) * 2 + ((),)]
+    assert digest[0] == digest[1] != digest[2]
+    for bad in ("4s", "4s/0", "never/1", "0s/1"):
+        code, _, err = run("--branch", bad)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert "--branch" in err and "expected AT/DRAW" in err
+
+
+def test_a_branch_step_in_a_script_is_read_and_written_back(tmp_path):
+    path = tmp_path / "script.toml"
+    path.write_text('steps = [\n'
+                    '  { at = "0s", actor = "c1", action = "acquire", work = "30s", writes = 1 },\n'
+                    '  { id = 0, at = "2s", actor = "world", action = "branch", draw = 3 },\n]\n')
+    scenario = dst.load_scenario(str(path))
+    assert scenario.steps is not None and scenario.steps[1] == Branch(2000, 3).step()
+    assert any(e[1:3] == ("world", "branch") for e in dst.run(scenario, 1).trace)
+    path.write_text('steps = [{ at = "2s", actor = "c1", action = "branch", draw = 3 }]\n')
+    with pytest.raises(dst.ScenarioError, match=r"steps\[0\]\.actor: expected 'world'"):
+        dst.load_scenario(str(path))
+
+
+def test_the_steering_gives_a_rare_situation_the_most_branches_and_decides_on_the_blocks_before():
+    situations = catalogue()
+    steering = Steering(1, situations, branches=MOST)
+    opening = dict(steering.branches(0))
+    assert set(opening) == {s.id for s in situations} and set(opening.values()) == {MOST // 2}
+    for position in range(2 * BRANCH_BLOCK):
+        assert steering.ready(position)
+        reached = (("died-holding-leases", 1),) + ((("stale-write", 1),) if position % 40 == 0 else ())
+        steering.learn(0, (), (), reached, ())
+    assert not steering.ready(4 * BRANCH_BLOCK)  # its block is weighed on the one before the last: not learned
+    assert steering.ready(3 * BRANCH_BLOCK)
+    later = dict(steering.branches(3 * BRANCH_BLOCK))
+    assert later["died-holding-leases"] == 1  # every seed reached it
+    assert later["stale-write"] == MOST and later["paused-past-expiry"] == MOST
+    assert dict(Steering(1, situations).branches(0)) == {}  # a campaign that does not branch
+
+
+def test_a_folder_is_put_back_in_place_after_a_branch(tmp_path):
+    (tmp_path / "db").write_bytes(b"before")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "kept").write_bytes(b"1")
+    kept = Folder(str(tmp_path))
+    inode = os.stat(tmp_path / "db").st_ino
+    with open(tmp_path / "db", "r+b") as file:
+        file.write(b"after, and longer")
+    (tmp_path / "sub" / "kept").unlink()
+    (tmp_path / "made").write_bytes(b"x")
+    (tmp_path / "new").mkdir()
+    kept.put_back()
+    assert (tmp_path / "db").read_bytes() == b"before" and os.stat(tmp_path / "db").st_ino == inode
+    assert (tmp_path / "sub" / "kept").read_bytes() == b"1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db", "sub"]
