@@ -14,11 +14,14 @@ from dst.cli import main
 from dst.explore.branch import MOST, Branching, Folder
 from dst.explore.fuzz import explore_seed
 from dst.explore.isolate import CAN_FORK
+from dst.explore.snapshot import Snapshots, diverges
 from dst.explore.steer import BRANCH_BLOCK, Steering
 from dst.invariants.situations import catalogue
 from dst.plan import Branch
 from dst.runner import Simulation
-from dst.runner.swarm import world
+from dst.runner.reproduce import reproduce
+from dst.runner.swarm import swarm, world
+from dst.scenario import scripted
 
 AIO = "examples/aio_leases/scenarios/default.toml"
 
@@ -92,20 +95,22 @@ def test_the_coroutine_seam_branches_from_the_start_and_the_most_a_moment_gets_w
     assert explorer.answers == [] and explorer.cold == tuple(Branch(first + 1, d) for d in (1, 2, 3))
 
 
-def test_a_campaign_counts_reports_and_reproduces_its_branches_the_same_on_any_number_of_workers():
-    scenario = dst.load_scenario("double-release")
-    one = dst.fuzz(scenario, range(1, 25), branches=2, swarm=True)
-    two = dst.fuzz(scenario, range(1, 25), branches=2, swarm=True, workers=2)
-    assert one.seeds_run == 24 and one.branches_run > 0
-    assert (one.branches_run, one.violations, [g.key for g in one.signatures]) == \
-           (two.branches_run, two.violations, [g.key for g in two.signatures])
-    off = dst.fuzz(scenario, range(1, 25), swarm=True)  # the seam's models branch only when asked
-    assert off.branches_run == 0 and off.seeds_run == 24
-    found = [g for g in one.signatures if g.first.branch is not None]
-    for group in found[:1]:
-        assert f"--branch {Branch(*group.first.branch)}" in (group.reproduce or "")
-        again = group.run()
-        assert again.violation is not None and again.violation.invariant == group.first.invariant
+def test_a_campaign_counts_and_reproduces_its_branches_the_same_on_any_number_of_workers():
+    default = dst.load_scenario("default")
+    scenario = attrs.evolve(default, faults=attrs.evolve(  # faults an eighth as often: the situations are rare
+        default.faults, **{kind: attrs.evolve(rate, rate=rate.rate / 8) for kind, rate in default.faults.kinds()}))
+    branches: list[dst.Outcome] = []
+    one = dst.fuzz(scenario, range(1, 161), branches=2,
+                   on_result=lambda outcome: branches.append(outcome) if outcome.branch else None)
+    two = dst.fuzz(scenario, range(1, 161), branches=2, workers=2)
+    assert one.seeds_run == 160 and one.branches_run == len(branches) > 0
+    assert (one.branches_run, one.events, one.coverage) == (two.branches_run, two.events, two.coverage)
+    assert dst.fuzz(scenario, range(1, 161)).branches_run == 0  # the seam's models branch only when asked
+    outcome = branches[0]
+    assert outcome.seed <= 160 and outcome.branch[1] in (1, 2)
+    ran = attrs.evolve(swarm(scenario, outcome.seed), branch=Branch(*outcome.branch))
+    again = dst.run(ran, outcome.seed)
+    assert (again.events, again.situations) == (outcome.events, dict(outcome.reached))
 
 
 def test_dst_run_branch_on_the_command_line(capsys):
@@ -116,6 +121,11 @@ def test_dst_run_branch_on_the_command_line(capsys):
 
     digest = [json.loads(run(*flags, "--json")[1])["trace_digest"] for flags in (("--branch", "4s/2"),) * 2 + ((),)]
     assert digest[0] == digest[1] != digest[2]
+    branched = attrs.evolve(swarm(dst.load_scenario("double-release"), 3), branch=Branch(4000, 2))
+    command = reproduce(branched, 3)
+    assert command == "dst run --seed 3 --scenario double-release --swarm --branch 4s/2"
+    assert main([*command.split()[1:], "--json"]) == 1  # it violates, as the seed does
+    assert json.loads(capsys.readouterr().out)["trace_digest"] == dst.run(branched, 3).digest
     for bad in ("4s", "4s/0", "never/1", "0s/1"):
         code, _, err = run("--branch", bad)
         assert code == 2 and len(err.strip().splitlines()) == 1, err
@@ -138,18 +148,18 @@ def test_a_branch_step_in_a_script_is_read_and_written_back(tmp_path):
 def test_the_steering_gives_a_rare_situation_the_most_branches_and_decides_on_the_blocks_before():
     situations = catalogue()
     steering = Steering(1, situations, branches=MOST)
-    opening = dict(steering.branches(0))
-    assert set(opening) == {s.id for s in situations} and set(opening.values()) == {MOST // 2}
+    assert steering.branches(0) == () and steering.branches(2 * BRANCH_BLOCK - 1) == ()  # nothing learned yet
     for position in range(2 * BRANCH_BLOCK):
         assert steering.ready(position)
-        reached = (("died-holding-leases", 1),) + ((("stale-write", 1),) if position % 40 == 0 else ())
+        reached = (("died-holding-leases", 1),) + ((("stale-write", 1),) if position % 10 == 0 else ())
         steering.learn(0, (), (), reached, ())
     assert not steering.ready(4 * BRANCH_BLOCK)  # its block is weighed on the one before the last: not learned
     assert steering.ready(3 * BRANCH_BLOCK)
     later = dict(steering.branches(3 * BRANCH_BLOCK))
-    assert later["died-holding-leases"] == 1  # every seed reached it
-    assert later["stale-write"] == MOST and later["paused-past-expiry"] == MOST
-    assert dict(Steering(1, situations).branches(0)) == {}  # a campaign that does not branch
+    assert "died-holding-leases" not in later  # every seed reached it: the next seed is as near a future of it
+    assert later["stale-write"] == MOST // 2  # one seed in ten
+    assert later["paused-past-expiry"] == MOST  # none yet
+    assert Steering(1, situations).branches(3 * BRANCH_BLOCK) == ()  # a campaign that does not branch
 
 
 def test_a_folder_is_put_back_in_place_after_a_branch(tmp_path):
@@ -167,3 +177,41 @@ def test_a_folder_is_put_back_in_place_after_a_branch(tmp_path):
     assert (tmp_path / "db").read_bytes() == b"before" and os.stat(tmp_path / "db").st_ino == inode
     assert (tmp_path / "sub" / "kept").read_bytes() == b"1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["db", "sub"]
+
+
+@pytest.mark.skipif(not CAN_FORK, reason="forks only on Linux")
+def test_a_candidate_run_from_a_snapshot_of_the_best_run_is_the_run_from_the_start():
+    scenario = _small_aio()
+    best = scripted(scenario, dst.run(scenario, 4).plan)
+    result = dst.run(best, 4)
+    steps = best.steps or ()
+    snapshots = Snapshots(4)
+    try:
+        for i in range(len(steps)):
+            candidate = attrs.evolve(best, steps=steps[:i] + steps[i + 1:])
+            cold = dst.run(candidate, 4)
+            warm = snapshots.run(best, result, candidate)
+            if warm is not None:
+                assert (warm.digest, warm.events, warm.faults, warm.plan) == (cold.digest, cold.events, cold.faults,
+                                                                          cold.plan), i
+        shorter = attrs.evolve(best, steps=tuple(attrs.evolve(s, at=s.at - 1) if s is steps[-2] else s for s in steps))
+        assert diverges(best, shorter) == steps[-2].at - 1
+        assert diverges(best, attrs.evolve(best, steps=steps[:-1])) == 0  # the active phase ends sooner
+        assert diverges(best, attrs.evolve(best, model=attrs.evolve(best.model, limits=(("db", 1),)))) == 0
+    finally:
+        snapshots.close()
+    assert snapshots.runs >= len(steps) - 2  # every candidate but the first step's and the last's
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_FORK, reason="forks only on Linux")
+def test_the_minimizer_finds_the_same_with_snapshots_as_without(monkeypatch):
+    from dst.explore import shrink as shrinking
+
+    scenario = dst.load_scenario("examples/aio_leases/scenarios/check-then-act.toml")
+    with_them = shrinking.shrink(scenario, 1, max_runs=200, seconds=300)
+    monkeypatch.setattr(shrinking, "Snapshots", lambda seed, enabled: Snapshots(seed, enabled=False))
+    without = shrinking.shrink(scenario, 1, max_runs=200, seconds=300)
+    assert (with_them.scenario.steps, with_them.result.digest, with_them.runs) == \
+           (without.scenario.steps, without.result.digest, without.runs)
+    assert sum(p.snapshots for p in with_them.passes) > 0 and sum(p.snapshots for p in without.passes) == 0

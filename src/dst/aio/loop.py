@@ -177,11 +177,12 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         heappush(self._ready, ((draw() << 40) | next(self._counter), self._run_handle, handle))
         return handle
 
-    def branched(self) -> None:
-        """The run branched, perhaps in a process forked at that moment: each request's ranks are drawn afresh (the
-        strategy's streams are the branch's now), and this is asyncio's running loop again (asyncio forgets its
-        running loop in a forked process)."""
+    def redraw(self) -> None:
+        """The run branched (the strategy's streams are the branch's now): each request's ranks are drawn afresh."""
         self._ranks.clear()
+
+    def forked(self) -> None:
+        """The run goes on in a process forked in its middle: asyncio forgets its running loop across a fork."""
         if self._running:
             events._set_running_loop(self)
 

@@ -87,8 +87,8 @@ def dst_shrink(args: argparse.Namespace) -> int:
                "consequences": [{"invariant": c.invariant, "time_ms": c.time, "message": c.message}
                                 for c in shrunk.result.consequences]}
     if args.verbose:
-        summary["passes"] = [{"pass": p.name, "tried": p.tried, "kept": p.kept, "seconds": round(p.seconds, 3)}
-                             for p in shrunk.passes]
+        summary["passes"] = [{"pass": p.name, "tried": p.tried, "kept": p.kept, "seconds": round(p.seconds, 3),
+                              "from_snapshot": p.snapshots} for p in shrunk.passes]
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -102,9 +102,10 @@ def dst_shrink(args: argparse.Namespace) -> int:
         for step in shrunk.scenario.steps or ():
             console.print(plain(f"  {step.describe()}"))
         if args.verbose:
-            console.print("passes (candidates tried, kept, time):")
+            console.print("passes (candidates tried, kept, their time; those run from a snapshot of the best run):")
             for p in shrunk.passes:
-                console.print(plain(f"  {p.name:<18} {p.tried:>5} tried {p.kept:>4} kept {p.seconds:>7.2f}s"))
+                console.print(plain(f"  {p.name:<18} {p.tried:>5} tried {p.kept:>4} kept {p.seconds:>7.2f}s"
+                                    + (f" {p.snapshots:>5} from a snapshot" if p.snapshots else "")))
         verb = "wrote" if recorded.written else "already known as"
         console.print(plain(f"{verb} ", (str(recorded.path), "cyan")))
     return exit_code(shrunk.result)

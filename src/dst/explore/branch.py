@@ -52,10 +52,11 @@ class Branching(Generic[T]):
         self.answers: list[T] = []
         self.cold: tuple[Branch, ...] = ()
         self._child: Child | None = None
+        self._held = Sockets()  # what the process held before the run: a worker's own pipes and connections
 
     def fork(self, at: int, branches: int, folder: str | None, forkable: bool) -> Branch | None:
         wanted = tuple(Branch(at, draw) for draw in range(1, branches + 1))
-        if not (self.may_fork and forkable and _shares_nothing()):
+        if not (self.may_fork and forkable and self._held.none_new()):
             self.cold = wanted
             return None
         kept = Folder(folder)
@@ -105,21 +106,35 @@ class Folder:
                 file.truncate()
 
 
-def _shares_nothing() -> bool:
-    """Whether a child forked now shares nothing with this process that the two would fight over: no lock on a file
-    (SQLite holds one while a transaction is open: the child's own could never be taken) and no socket (a connection
-    to a database server: both would speak on it)."""
-    pid = str(os.getpid())
-    try:
-        with open("/proc/locks") as locks:
-            if any(line.split()[4] == pid for line in locks if len(line.split()) > 4):
-                return False
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                    return False
-            except OSError:
-                continue  # the directory's own descriptor, gone as it was listed
-    except OSError:
-        return False  # no /proc: nothing known, nothing forked
-    return True
+class Sockets:
+    """What the process holds that a child forked from it would share with it, beyond what it held when this was
+    made (before a run): a lock on a file (SQLite holds one while a transaction is open: the child's own could never
+    be taken) or a socket (a connection to a database server: both would speak on it)."""
+
+    def __init__(self) -> None:
+        self.before = self._sockets()
+
+    @staticmethod
+    def _sockets() -> frozenset[str] | None:
+        try:
+            names = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    names.append(os.readlink(f"/proc/self/fd/{fd}"))
+                except OSError:
+                    continue  # the directory's own descriptor, gone as it was listed
+            return frozenset(name for name in names if name.startswith("socket:"))
+        except OSError:
+            return None  # no /proc: nothing known
+
+    def none_new(self) -> bool:
+        """No lock held, and no socket but those held before: a child forked now shares nothing to fight over."""
+        now = self._sockets()
+        if now is None or self.before is None or not now <= self.before:
+            return False
+        pid = str(os.getpid())
+        try:
+            with open("/proc/locks") as locks:
+                return not any(len(fields) > 4 and fields[4] == pid for fields in map(str.split, locks))
+        except OSError:
+            return False

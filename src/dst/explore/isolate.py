@@ -133,16 +133,20 @@ def fork() -> Child | Parent:
 def answer_of(parent: Parent, deadline: float | None) -> Any:
     """What the child answered: the value it returned, or what it raised raised here; :class:`Died` when it ended
     without an answer, :class:`Late` past ``deadline``."""
-    pid, read, beats = parent
-    try:
-        data = _wait(pid, read, beats, deadline)
-    finally:
-        os.close(read)
-        beats.close()
-    kind, value = pickle.loads(data)
+    kind, value = pickle.loads(raw_answer(parent, deadline))
     if kind == "raised":
         raise value
     return value
+
+
+def raw_answer(parent: Parent, deadline: float | None) -> bytes:
+    """The child's answer as it sent it, pickled (to be handed on as it is); raises as :func:`answer_of` does."""
+    pid, read, beats = parent
+    try:
+        return _wait(pid, read, beats, deadline)
+    finally:
+        os.close(read)
+        beats.close()
 
 
 def _wait(pid: int, read: int, beats: mmap.mmap, deadline: float | None) -> bytes:

@@ -52,11 +52,12 @@ from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
 from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
 from ..invariants import shape
 from ..sim.trace import parse_key, step_of
-from ..runner import RunResult, run
+from ..runner import RunResult, real_service, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
 from .candidates import client_death, folded, job_at, plainer, shorter_steps, what
 from .follow import followed
+from .snapshot import Snapshots
 
 
 _DETOUR = 200  # runs a shrink from a moved crash may take (crash_sooner)
@@ -84,6 +85,7 @@ class PassStats:
     tried: int = 0
     kept: int = 0
     seconds: float = 0.0
+    snapshots: int = 0  # of those tried, run from a snapshot of the best run (dst.explore.snapshot)
 
 
 @attrs.frozen
@@ -137,8 +139,10 @@ def _same_run(scenario: Scenario, seed: int, first: RunResult, again: RunResult)
 class Shrinker:
     def __init__(self, scenario: Scenario, seed: int, invariant: str, *, max_runs: int = 3000,
                  seconds: float = 120.0, clock: Callable[[], float] = time.monotonic,
-                 stopped: Callable[[], bool] = lambda: False, signature: str | None = None) -> None:
+                 stopped: Callable[[], bool] = lambda: False, signature: str | None = None,
+                 snapshots: Snapshots | None = None) -> None:
         self.stopped = stopped
+        self.snapshots = snapshots
         self.seed = seed
         self.invariant = invariant
         # The shape of the violation a candidate must keep (its campaign signature; None: the best run's).
@@ -165,7 +169,13 @@ class Shrinker:
         self.runs += 1
         self._pass.tried += 1
         began = self.clock()
-        result = run(candidate, self.seed)
+        best = self.best_result
+        result = (self.snapshots.run(self.best, best, candidate)
+                  if self.snapshots is not None and best is not None else None)
+        if result is not None:
+            self._pass.snapshots += 1
+        else:
+            result = run(candidate, self.seed)
         self._pass.seconds += self.clock() - began
         if not self._same_violation(result):
             again = None if self._pass.name == "re_aim" else followed(candidate, result, self.best_result)  # once
@@ -343,7 +353,7 @@ class Shrinker:
             moved = self.with_steps(attrs.evolve(s, at=struck.at) if s is death else s for s in plan)
             detour = Shrinker(moved, self.seed, self.invariant, max_runs=min(_DETOUR, self.max_runs - self.runs),
                               seconds=self.deadline - self.clock(), clock=self.clock, stopped=self.stopped,
-                              signature=self.signature)
+                              signature=self.signature, snapshots=self.snapshots)
             began = self.clock()
             detour.shrink()
             self.runs += detour.runs
@@ -421,20 +431,26 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
             if ran.violation is None:
                 raise ValueError(f"{scenario.name}: seed {seed} violates nothing: nothing to minimize")
             invariant = ran.violation.invariant
-    with known_stall(ran.violation.message if ran is not None and ran.violation is not None else None):
-        return _shrink(scenario, seed, plan, invariant, began, max_runs=max_runs, seconds=seconds, clock=clock,
-                       stopped=stopped)
+    # A real service's candidates start from a snapshot of the best run where they part from it (its runs cost a
+    # second); a seam model's run from the start (theirs cost milliseconds, and dst does not know their files).
+    snapshots = Snapshots(seed, enabled=real_service(scenario))
+    try:
+        with known_stall(ran.violation.message if ran is not None and ran.violation is not None else None):
+            return _shrink(scenario, seed, plan, invariant, began, max_runs=max_runs, seconds=seconds, clock=clock,
+                           stopped=stopped, snapshots=snapshots)
+    finally:
+        snapshots.close()
 
 
 def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: str, began: float, *, max_runs: int,
-            seconds: float, clock: Callable[[], float], stopped: Callable[[], bool]) -> Shrunk:
+            seconds: float, clock: Callable[[], float], stopped: Callable[[], bool], snapshots: Snapshots) -> Shrunk:
     start = scripted(scenario, plan)
     first = run(start, seed)
     if first.violation is None or first.violation.invariant != invariant:
         raise ValueError(f"the run does not violate {invariant}: nothing to minimize")
     signature = shape(first.violation.message)
     early = Shrinker(start, seed, invariant, max_runs=max(1, max_runs // 3), seconds=seconds / 3, clock=clock,
-                     stopped=stopped, signature=signature)
+                     stopped=stopped, signature=signature, snapshots=snapshots)
     early.best_result = first
     if len(pin_draws(start, first).steps or ()) > 2 * len(plan) + _FEW_DRAWS:
         # More faults drawn than the plan has steps (a long run of a heavy model draws hundreds): a third of the
@@ -447,7 +463,7 @@ def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: st
     _same_run(scenario, seed, first, again)
     shrinker = Shrinker(explicit, seed, invariant, max_runs=max(1, max_runs - early.runs),
                         seconds=max(0.0, seconds - (clock() - began)), clock=clock, stopped=stopped,
-                        signature=signature)
+                        signature=signature, snapshots=snapshots)
     shrinker.best_result = again
     shrinker.passes = early.passes
     with known_stall(signature):

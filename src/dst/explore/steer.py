@@ -24,10 +24,10 @@ few steps, and a small world's seed costs a tenth of a full one's, so the first 
 while the full worlds still run more than half the seeds. The steering weighs a scenario's seeds in every world alike.
 
 A campaign that branches (:mod:`dst.explore.branch`: a real service's, by default) also says how many branches the
-first risky moment of each seed's run gets, by situation: one the campaign has rarely reached gets the most, one
-it reaches now and then fewer, one most seeds reach one; while nothing is learned yet, every one gets a few. Its
-blocks of :data:`BRANCH_BLOCK` seeds are decided as the steering's are, on what the seeds (not their branches) reached
-before the block before them.
+first risky moment of each seed's run gets, by situation: one the campaign has rarely reached gets the most, one it
+seldom reaches fewer, and one it reaches often none (a future of it is as near as the next seed's); while nothing is
+learned, none. Its blocks of :data:`BRANCH_BLOCK` seeds are decided as the steering's are, on what the seeds (not
+their branches) reached before the block before them.
 
 A block is weighed on the outcomes of the blocks before the one before it, so a pool of workers
 never waits for the seeds in flight; and since outcomes are consumed in seed order, the choice for
@@ -54,7 +54,8 @@ from .branch import MOST
 _SCALE = 1 << 20  # weights are integers (strides of a deterministic schedule), at this resolution
 CATALOGUE = "dst:scenarios"  # the reference model's scenarios: one per catalogue bug, each made to reach it
 _OPENING = 2  # blocks in which half the seeds go to the broad scenarios; a quarter after them
-BRANCH_BLOCK = 64  # seeds per block of branch budgets (see the module's text)
+RARE, SELDOM = 1 / 16, 1 / 8  # shares of the seeds that reached a situation: its moment gets the most branches, fewer
+BRANCH_BLOCK = 32  # seeds per block of branch budgets (see the module's text)
 
 
 @attrs.frozen
@@ -112,14 +113,15 @@ class Steering:
         return self.budgets[block] if block >= 2 else self._budget(learned=False)
 
     def _budget(self, learned: bool = True) -> tuple[tuple[str, int], ...]:
-        """Each situation's branches, by the share of the seeds learned so far that reached it."""
-        few = max(1, self.most // 2)
+        """Each situation's branches, by the share of the seeds learned so far that reached it (none before)."""
         if not learned:
-            return tuple((s.id, few) for s in self.situations)
+            return ()
         budget = []
         for s in self.situations:
             share = (self.moments[s.id] + 1) / (self.learned + 2)
-            budget.append((s.id, self.most if share < 1 / 8 else few if share < 1 / 2 else 1))
+            branches = self.most if share < RARE else max(1, self.most // 2) if share < SELDOM else 0
+            if branches:
+                budget.append((s.id, branches))
         return tuple(budget)
 
     def arm(self, position: int) -> int:

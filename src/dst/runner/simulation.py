@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
-from typing import Any, Callable, Mapping, NoReturn, Protocol, cast
+from typing import Any, Callable, Mapping, Protocol, cast
 
 import attrs
 
@@ -69,7 +69,7 @@ class Explorer(Protocol):
         disk, which forked branches share with it; ``forkable`` says whether the run's mode may be forked at all (a
         real service's, whose files are its folder's)."""
 
-    def report(self, result: RunResult) -> NoReturn:
+    def report(self, result: RunResult) -> None:
         """A branch's run ended (in the child :meth:`fork` made): hand its result over, and end the process."""
 
 
@@ -84,7 +84,10 @@ class Simulation:
         self.scenario = scenario
         self.explorer = explorer
         self.moment: list[int] | None = None  # [the first branch's time, how many branches] once a moment came
-        self.forked = False  # this process goes on as a branch the explorer forked at the moment
+        # In a process forked in the middle of the run to go on as another (see forked): where its result goes.
+        self.report: Callable[[RunResult], None] | None = None
+        self.applied = 0  # the plan's timed steps applied so far
+        self.chained = -1  # the seq of the next one's event (reserved where there is none): see _chain
         self.seed = seed
         self.deadline = deadline
         self.clock = clock
@@ -173,11 +176,18 @@ class Simulation:
                 world.faults[fault.name] += 1
                 fault.apply(world, step)
 
+    def _chain(self, index: int) -> None:
+        """The plan's step ``index`` chained, if there is one: plan steps are chained, one pending at a time, so a
+        long plan does not deepen the event queue. Its seq is taken even when there is none, where a longer plan
+        (a minimizer's candidate, going on from a snapshot of this run: :meth:`adopt`) would have its next step."""
+        kernel = self.world.kernel
+        self.applied = index
+        self.chained = (kernel.at(self.timed[index].at, self._apply, index) if index < len(self.timed)
+                        else kernel.reserve())
+
     def _apply(self, index: int) -> None:
-        # Plan steps are chained, one pending at a time, so a long plan does not deepen the event queue.
         world, step = self.world, self.timed[index]
-        if index + 1 < len(self.timed):
-            world.kernel.at(self.timed[index + 1].at, self._apply, index + 1)
+        self._chain(index + 1)
         fault = fault_of(step)
         if fault is not None:
             world.faults[fault.name] += 1
@@ -210,12 +220,18 @@ class Simulation:
             return
         if self.moment is None:
             self.moment = [at, branches]
-            self.kernel.first_at(at, self._stop_at_moment)
+            self.pause_at(at, self._branch_off)
         elif self.moment[0] == at:
             self.moment[1] = max(self.moment[1], branches)
 
-    def _stop_at_moment(self, _: object) -> None:
-        raise _AtMoment()
+    def pause_at(self, at: int, then: Callable[[], None]) -> None:
+        """Stop the run before anything else due at ``at`` (nothing past ``at - 1`` has happened) and call ``then``
+        there: where a run is forked to explore what follows (a branch, a minimizer's candidate). The stop is no
+        event of the run."""
+        self.kernel.first_at(at, self._stop, then)
+
+    def _stop(self, then: Callable[[], None]) -> None:
+        raise _Stopped(then)
 
     def _branch_off(self) -> None:
         """At the moment: the explorer forks the branches, and this process goes on as the one it is handed (a
@@ -227,15 +243,47 @@ class Simulation:
             with self.watch.aside():  # the clock stands still while the branches run
                 at, branches = self.moment
                 branch = self.explorer.fork(at, branches, getattr(self.system, "folder", None), self.mode.real_service)
-        self.watch.adopt()  # in a forked branch, the watchdog's thread did not come along
         if branch is None:
-            self.kernel.events -= 1  # the stop is no event of the seed's own run
             return
-        self.forked = True
+        self.forked(self.explorer.report)
         self.scenario = attrs.evolve(self.scenario, branch=branch)
         step = branch.step()
         self.plan = sort_steps((*self.plan, step))
+        self.kernel.events += 1  # the branch's step, as an event of its own (as where the run branches from the start)
         self._branch(step)
+
+    def forked(self, report: Callable[[RunResult], None]) -> None:
+        """This process was forked at a stop (:meth:`pause_at`) to go on as another run: ``report`` takes its result
+        (and ends the process) where :meth:`run` would return it."""
+        self.report = report
+        self.watch.adopt()  # the watchdog's thread did not come along
+        for hook in self.world.on_fork:
+            hook()
+
+    def adopt(self, scenario: Scenario) -> None:
+        """Go on as the run of ``scenario`` (scripted), at a stop: its plan is this run's up to now, and so is the
+        rest of it (:func:`dst.explore.snapshot.diverges` says which plans qualify). Its later steps are chained
+        instead of this one's, where a run of it from the start has them, its pinned faults put in place, and the
+        result is its."""
+        plan = scenario.steps or ()
+        timed = tuple(s for s in plan if not is_pinned(s) and s.action != "branch")
+        assert timed[:self.applied] == self.timed[:self.applied], "a plan that differs in what already happened"
+        world = self.world
+        self.kernel.put(self.chained, timed[self.applied].at if self.applied < len(timed) else None, self._apply,
+                        self.applied)
+        world.network.pinned.clear()
+        world.trips.pinned.clear()
+        world.trips.pinned_resets.clear()
+        for old, new in ((self.plan, -1), (plan, 1)):
+            for step in old:
+                fault = fault_of(step)
+                if fault is not None and fault.pinned:
+                    world.faults[fault.name] += new
+                    if new > 0:
+                        fault.apply(world, step)
+        world.faults = +world.faults  # a kind the new plan pins no more is not counted at all, as from the start
+        world.ghost.senders = {s.id: s.actor for s in plan}
+        self.scenario, self.plan, self.timed = scenario, plan, timed
 
     def run(self) -> RunResult:
         # Like timeit, a run switches the cycle collector off: nothing here makes a reference cycle per
@@ -251,9 +299,8 @@ class Simulation:
         try:
             with self.watch, mode.guarded():  # a model's code that never returns is interrupted
                 result = self._run()
-                if self.forked:
-                    assert self.explorer is not None
-                    self.explorer.report(result)  # a branch forked from the seed's run: its process ends here
+                if self.report is not None:
+                    self.report(result)  # a run forked from another's: its process ends here
                 return result
         finally:
             if assertions.book is self.book:
@@ -327,15 +374,15 @@ class Simulation:
             try:
                 self.kernel.run(until)
                 return
-            except _AtMoment:
-                self._branch_off()
+            except _Stopped as stop:
+                self.kernel.events -= 1  # the stop is no event of the run
+                stop.then()
             except Pause:
                 self._noted()
 
     def _run(self) -> RunResult:
         kernel, scenario, world = self.kernel, self.scenario, self.world
-        if self.timed:
-            kernel.at(self.timed[0].at, self._apply, 0)
+        self._chain(0)
         for step in self.plan:
             if step.action == "branch":
                 kernel.first_at(step.at, self._branch, step)
@@ -406,8 +453,12 @@ class _OverBudget(Exception):
     pass
 
 
-class _AtMoment(Pause):
-    """The run is at the moment its explorer branches at (the kernel stops: see Simulation._moment)."""
+class _Stopped(Pause):
+    """The run is at a stop (see Simulation.pause_at): the kernel stops there, and ``then`` is called."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        super().__init__()
+        self.then = then
 
 
 class _WindowOver(Exception):

@@ -59,6 +59,8 @@ class World:
         # What else draws from the seed and must draw afresh when the run branches (a mode's caches of draws, the
         # sandbox's random): called with the branch's draw.
         self.on_branch: list[Callable[[int], None]] = []
+        # What a run that goes on in a process forked in its middle must set again (asyncio's running loop).
+        self.on_fork: list[Callable[[], None]] = []
 
     def branch(self, draw: int) -> None:
         """The run branches here: every draw from now on is branch ``draw``'s (:class:`~dst.plan.Branch`)."""

@@ -9,7 +9,7 @@ which keeps ``cancel`` O(1) and the hot loop to one extra truth test.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from itertools import count
 from typing import Any, Callable
 
@@ -65,6 +65,27 @@ class Kernel:
         seq = (rank << 40) | next(self._counter)
         heappush(self._queue, (self.now + delay, seq, fn, arg))
         return seq
+
+    def reserve(self) -> int:
+        """A seq for an event that may be scheduled later with :meth:`put` (a plan's next step, once there is one),
+        in the order it would have had if scheduled now."""
+        return next(self._counter)
+
+    def put(self, seq: int, time: int | None, fn: Callable[[Any], object], arg: Any = None) -> None:
+        """The event ``seq`` (scheduled, or reserved) at ``time`` calling ``fn(arg)`` from now on; None: none at all.
+        It keeps its place among events due at the same time: a run that goes on with another plan (a minimizer's
+        candidate, from a snapshot) has the event where a run of that plan from the start has it."""
+        queue = self._queue
+        for i, entry in enumerate(queue):
+            if entry[1] == seq:
+                queue[i] = queue[-1]
+                queue.pop()
+                heapify(queue)
+                break
+        if time is not None:
+            if time < self.now:
+                raise ValueError(f"cannot schedule at {time}: the clock is at {self.now}")
+            heappush(queue, (time, seq, fn, arg))
 
     def first_at(self, time: int, fn: Callable[[Any], object], arg: Any = None) -> None:
         """Call ``fn(arg)`` at ``time`` before anything else due then (what is due now this way runs first, as the

@@ -59,7 +59,8 @@ class AioMode:
                           monotonic_ms=lambda: kernel.now, seed=seed, folder=system.folder, refused=loop.refuse,
                           logs=lambda text: world.logged(str(loop.process.name), text))
         loop.patches = [sandbox, stores.installed(), scopes_in_order()]
-        world.on_branch += [lambda _: loop.branched(), sandbox.branch]
+        world.on_branch += [lambda _: loop.redraw(), sandbox.branch]
+        world.on_fork.append(loop.forked)
         if system.inline_threads:
             from ...aio.inline import InlineThreads
 
