@@ -12,7 +12,7 @@ import pytest
 import dst
 from dst.cli import main
 from dst.explore.branch import MOST, Branching, Folder
-from dst.explore.fuzz import explore_seed
+from dst.explore.seed import explore_seed
 from dst.explore.isolate import CAN_FORK
 from dst.explore.snapshot import Snapshots, diverges
 from dst.explore.steer import BRANCH_BLOCK, Steering

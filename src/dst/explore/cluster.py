@@ -1,7 +1,7 @@
 """Campaigns on a Dask cluster (``dst fuzz --cluster ADDRESS``): an optional extra, ``pip install "dst-harness[cluster]"``.
 
 A cluster is only another executor for :func:`dst.explore.fuzz.campaign`: the campaign cuts the same chunks
-of seeds, ships the same ``_run_chunk`` to the cluster's workers and consumes the results in submission
+of seeds, ships the same ``run_chunk`` to the cluster's workers and consumes the results in submission
 order, with the same window of chunks in flight, deadline and Ctrl-C handling as on a local pool. So a
 campaign on a cluster reports exactly what one on ``--workers 1`` does. Dask is imported only here, and only
 when a cluster is asked for, so dst without the extra works as before. See docs/cluster.md.

@@ -18,60 +18,26 @@ from typing import Any, Callable, Generator, Iterable, Iterator, Sequence
 import attrs
 
 from ..errors import MODEL_ERROR
-from ..invariants import signed
 from ..invariants.situations import catalogue
 from ..invariants.user import catalogue as assertions_in
 from ..plan import Branch
-from ..runner import Cut, RunResult, Simulation, on_model, run
+from ..runner import Cut, RunResult, on_model, run
 from ..scenario import Scenario
 from ..sim.trace import format_time
 from ..sut import Model, System
-from .branch import Branching
 from .coverage import Coverage, never_reached
-from .isolate import CAN_FORK, Died, Late, forked, warm
+from .seed import Chunk, Outcome, explore_seed, run_chunk, run_seed
 from .steer import Steering
-from .pool import StopRequest, leave_partial, partials, running, stop_workers, worker_pool
+from .pool import StopRequest, partials, stop_workers, worker_pool
 from ..runner.reproduce import reproduce
-from ..runner.swarm import enabled_kinds, swarm as swarm_of
+from ..runner.swarm import swarm as swarm_of
 
-Budget = tuple[tuple[str, int], ...]  # (situation, the branches its moment gets): Steering.branches
-_CHUNK = 8  # seeds per task handed to a worker: big enough to amortise the round trip, small enough to stop soon
+__all__ = ["Outcome", "Shard", "campaign", "count_seeds", "drive", "ended", "fuzz", "run_seed", "seeds", "tallied"]
 
-
-@attrs.frozen
-class Outcome:
-    """What one seed did (small, so it crosses process boundaries cheaply)."""
-
-    seed: int
-    events: int
-    invariant: str | None = None
-    message: str | None = None
-    time: int | None = None
-    unjudged: tuple[str, str] | None = None  # (kind, why): a run that ended before it could be judged
-    checked: tuple[str, ...] = ()  # the invariant ids the run checked (a report lists those that held)
-    # Coverage, as (name, count) pairs: the faults that struck, the situations reached, the cases each
-    # invariant met.
-    fired: tuple[tuple[str, int], ...] = ()
-    reached: tuple[tuple[str, int], ...] = ()
-    cases: tuple[tuple[str, int], ...] = ()
-    # The violation's consequences (RunResult.consequences), as (invariant, time, message).
-    consequences: tuple[tuple[str, int, str], ...] = ()
-    arm: int = 0  # which of the campaign's scenarios it ran (an index into them)
-    enabled: tuple[str, ...] = ()  # the fault kinds its scenario (its swarm's, in a swarm) turned on
-    # The user's own assertions it met (dst.always & co.): (name, times checked, true, false).
-    assertions: tuple[tuple[str, int, int, int], ...] = ()
-    branch: tuple[int, int] | None = None  # a branch of the seed's run (dst.plan.Branch): (at, draw)
-
-    @property
-    def ok(self) -> bool:
-        """No invariant was violated (an unjudged run is ok, as :attr:`RunResult.ok <dst.RunResult.ok>` says)."""
-        return self.invariant is None
-
-    @property
-    def signature(self) -> str | None:
-        """What the violation has in common with others of its kind: the invariant and the message's shape
-        (its names and numbers taken out). None for a run that violated nothing."""
-        return None if self.invariant is None else f"{self.invariant}: {signed(self.invariant, self.message or '')}"
+# Seeds per task handed to a worker: enough to amortise the round trip where a seed costs milliseconds (dst's own
+# models), one where it costs tens of milliseconds or more (a user's): a chunk's outcomes come back together, so a
+# campaign that stops at its first violation would pay for the rest of its chunk, and of the chunks in flight.
+_CHUNK, _GUEST_CHUNK = 8, 1
 
 
 @attrs.frozen
@@ -102,105 +68,12 @@ def count_seeds(first: int, stop: int, shard: Shard | None) -> int:
     return max(0, (stop - start + shard.count - 1) // shard.count)
 
 
-def run_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
-             clock: Callable[[], float] = time.monotonic, arm: int = 0,
-             explorer: Branching[Outcome] | None = None) -> Outcome:
-    """One seed's outcome; past ``deadline`` (on ``clock``) the run stops where it is and raises :class:`Cut`."""
-    ran = swarm_of(scenario, seed) if use_swarm else scenario
-    return outcome_of(Simulation(ran, seed, deadline=deadline, clock=clock, explorer=explorer).run(), arm)
-
-
-def outcome_of(result: RunResult, arm: int) -> Outcome:
-    """What a campaign keeps of a run of its scenario ``arm``."""
-    v, unjudged, branch = result.violation, result.unjudged, result.ran.branch
-    return Outcome(result.seed, result.events, None if v is None else v.invariant, None if v is None else v.message,
-                   None if v is None else v.time, None if unjudged is None else (unjudged.kind, unjudged.why),
-                   checked=result.invariants, fired=tuple(result.fired.items()),
-                   reached=tuple(result.situations.items()), cases=tuple(result.cases.items()),
-                   consequences=tuple((c.invariant, c.time, c.message) for c in result.consequences), arm=arm,
-                   enabled=enabled_kinds(result.ran), assertions=tuple((n, *c) for n, c in result.assertions.items()),
-                   branch=None if branch is None else (branch.at, branch.draw))
-
-
-def explore_seed(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, arm: int = 0, budget: Budget = (),
-                 fork: bool = True) -> list[Outcome]:
-    """A seed's outcome, then its branches' (:mod:`dst.explore.branch`): ``budget`` gives the moment of each risky
-    situation its branches; with ``fork``, a real service's branches are forked from the seed's run at its moment."""
-    if not budget:
-        return [run_seed(scenario, seed, use_swarm, deadline, clock, arm)]
-
-    def died(branch: Branch, why: str) -> Outcome:
-        return Outcome(seed, 0, MODEL_ERROR, f"the run: {why}", arm=arm, branch=(branch.at, branch.draw))
-
-    explorer = Branching(dict(budget), lambda result: outcome_of(result, arm), died, deadline=deadline, fork=fork)
-    outcomes = [run_seed(scenario, seed, use_swarm, deadline, clock, arm, explorer), *explorer.answers]
-    for branch in explorer.cold:  # where the run could not be forked: each branch from the start
-        outcomes.append(run_seed(attrs.evolve(scenario, branch=branch), seed, use_swarm, deadline, clock, arm))
-    return outcomes
-
-
 _OVERDUE = 3.0  # seconds past the deadline a campaign waits for the seeds in flight before it ends their workers
-_FORK_ABOVE = 0.15  # CPU seconds of a worker's first seed above which its seeds pay for a fork each (~15 ms)
-_fork_seeds: bool | None = None  # in a worker: whether its seeds run in forks of it (None: not known before one ran)
 
 
 def guest(scenarios: Sequence[Scenario]) -> bool:
     """Some of the scenarios run a user's model: its seeds run in worker processes, never in the campaign's own."""
     return any(not s.model.impl.startswith("dst.") for s in scenarios)
-
-
-def _seed_in_worker(scenario: Scenario, seed: int, use_swarm: bool, deadline: float | None, arm: int,
-                    isolated: bool, budget: Budget = ()) -> list[Outcome]:
-    """One seed in a worker (and its branches, given a ``budget``). A user's model's seeds run in forks of the warm
-    worker once a seed proves costly enough to pay for one (each is then safe from the others and from what it does
-    to its own process), and all of them where the worker's process died once already (``isolated``); cheap ones
-    run in the worker itself."""
-    global _fork_seeds
-
-    def explored() -> list[Outcome]:
-        return explore_seed(scenario, seed, use_swarm, deadline, arm=arm, budget=budget)
-
-    if not CAN_FORK or scenario.model.impl.startswith("dst."):
-        return explored()
-    if not isolated and not _fork_seeds:
-        began = time.process_time()
-        outcomes = explored()
-        if _fork_seeds is None:  # the first seed: it warmed the worker, and says whether forks pay
-            _fork_seeds = time.process_time() - began >= _FORK_ABOVE
-            if _fork_seeds:
-                warm()
-        return outcomes
-    if _fork_seeds is None:  # a worker that forks from the start: the model imported here, once
-        scenario.model.resolve()
-        warm()
-    try:
-        return forked(explored, deadline=deadline)
-    except Died as e:  # what the model did to its process is that seed's model error
-        return [Outcome(seed, 0, MODEL_ERROR, f"the run: {e}", arm=arm)]
-    except Late:
-        raise Cut() from None
-
-
-Chunk = list[tuple[int, int, Budget]]  # (seed, arm, branches) of the seeds handed to a worker at once
-
-
-def _run_chunk(scenarios: tuple[Scenario, ...], chunk: Chunk, use_swarm: bool,
-               deadline: float | None, isolated: bool = False) -> tuple[list[Outcome], bool]:
-    """The chunk's outcomes (of its seeds, each followed by its branches') in seed order, and whether the deadline
-    cut it short (after the ones returned). ``isolated``: every seed in a process of its own (a worker died on this
-    chunk)."""
-    outcomes: list[Outcome] = []
-    with running():
-        try:
-            for seed, arm, budget in chunk:
-                outcomes += _seed_in_worker(scenarios[arm], seed, use_swarm, deadline, arm, isolated, budget)
-            return outcomes, False
-        except Cut:
-            return outcomes, True
-        except SystemExit:  # SIGTERM: the campaign stops; the seeds finished before count in its report
-            leave_partial(chunk[0][0], outcomes)
-            raise
 
 
 def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], *, use_swarm: bool, workers: int,
@@ -245,6 +118,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 yield learned(outcome)
         return
     pool = executor or worker_pool(workers)
+    size = _GUEST_CHUNK if guest(scenarios) else _CHUNK
     pending: list[Future[tuple[list[Outcome], bool]]] = []
     firsts: list[int] = []  # the first seed of each pending chunk: its key
     chunks: list[Chunk] = []  # each pending chunk's seeds, to hand out again
@@ -256,7 +130,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if stop is not None and stop.is_set():
                     raise stop.interrupt()  # a signal noted while this process minimized: no new chunk
                 chunk: Chunk = []
-                while len(chunk) < _CHUNK:
+                while len(chunk) < size:
                     held = held or next(numbered, None)
                     if held is None or not steering.ready(held[0]):
                         break  # no seed left, or its block waits for the outcomes in flight
@@ -265,7 +139,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 if not chunk:
                     exhausted = held is None
                     break
-                pending.append(pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline=deadline))
+                pending.append(pool.submit(run_chunk, scenarios, chunk, use_swarm, deadline=deadline))
                 firsts.append(chunk[0][0])
                 chunks.append(chunk)
             if not pending:
@@ -289,7 +163,7 @@ def campaign(scenario: Scenario | Sequence[Scenario], seed_iter: Iterator[int], 
                 # each seed in a process of its own, so the one that kills its process is its own model error.
                 stop_workers(pool)
                 pool = worker_pool(workers)
-                pending = [pool.submit(_run_chunk, scenarios, chunk, use_swarm, deadline=deadline, isolated=True)
+                pending = [pool.submit(run_chunk, scenarios, chunk, use_swarm, deadline=deadline, isolated=True)
                            for chunk in chunks]
                 continue
             pending.pop(0)
