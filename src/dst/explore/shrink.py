@@ -155,6 +155,7 @@ class Shrinker:
         self.best_result: RunResult | None = None
         self.passes: dict[str, PassStats] = {}
         self._pass = PassStats("")  # the pass running now
+        self.cold_seconds = float("inf")  # what the last run from the start took (snapshots pay for long runs only)
 
     def consider(self, candidate: Scenario) -> bool:
         """Run ``candidate``; keep it if it is smaller and violates the same invariant."""
@@ -170,12 +171,13 @@ class Shrinker:
         self._pass.tried += 1
         began = self.clock()
         best = self.best_result
-        result = (self.snapshots.run(self.best, best, candidate)
+        result = (self.snapshots.run(self.best, best, candidate, self.cold_seconds)
                   if self.snapshots is not None and best is not None else None)
         if result is not None:
             self._pass.snapshots += 1
         else:
             result = run(candidate, self.seed)
+            self.cold_seconds = self.clock() - began
         self._pass.seconds += self.clock() - began
         if not self._same_violation(result):
             again = None if self._pass.name == "re_aim" else followed(candidate, result, self.best_result)  # once
@@ -445,13 +447,15 @@ def shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...] | None = None, 
 def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: str, began: float, *, max_runs: int,
             seconds: float, clock: Callable[[], float], stopped: Callable[[], bool], snapshots: Snapshots) -> Shrunk:
     start = scripted(scenario, plan)
+    timed = clock()
     first = run(start, seed)
+    cost = clock() - timed  # what a run from the start takes: snapshots pay for long runs only
     if first.violation is None or first.violation.invariant != invariant:
         raise ValueError(f"the run does not violate {invariant}: nothing to minimize")
     signature = shape(first.violation.message)
     early = Shrinker(start, seed, invariant, max_runs=max(1, max_runs // 3), seconds=seconds / 3, clock=clock,
                      stopped=stopped, signature=signature, snapshots=snapshots)
-    early.best_result = first
+    early.best_result, early.cold_seconds = first, cost
     if len(pin_draws(start, first).steps or ()) > 2 * len(plan) + _FEW_DRAWS:
         # More faults drawn than the plan has steps (a long run of a heavy model draws hundreds): a third of the
         # budget for the big cuts first, before they are written out as steps, then the passes on the smaller run.
@@ -459,12 +463,14 @@ def _shrink(scenario: Scenario, seed: int, plan: tuple[Step, ...], invariant: st
             early.cut_early()
         start, first = early.best, early.best_result or first
     explicit = pin_draws(start, first)
+    timed = clock()
     again = run(explicit, seed)
+    cost = clock() - timed
     _same_run(scenario, seed, first, again)
     shrinker = Shrinker(explicit, seed, invariant, max_runs=max(1, max_runs - early.runs),
                         seconds=max(0.0, seconds - (clock() - began)), clock=clock, stopped=stopped,
                         signature=signature, snapshots=snapshots)
-    shrinker.best_result = again
+    shrinker.best_result, shrinker.cold_seconds = again, cost
     shrinker.passes = early.passes
     with known_stall(signature):
         stop = shrinker.shrink()

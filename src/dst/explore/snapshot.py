@@ -22,8 +22,8 @@ from typing import Any
 import attrs
 
 from ..faults import fault_of, is_pinned
-from ..plan import Step, is_client
 from ..runner import RunResult, Simulation
+from ..runner.simulation import Outline
 from ..sandbox import own_work
 from ..scenario import Scenario
 from ..sim.trace import parse_key, step_of
@@ -32,6 +32,9 @@ from .isolate import CAN_FORK, Child, Died, Late, fork, raw_answer
 
 _LENGTH = struct.Struct("<Q")
 _WORTH = 1_000  # ms of the best run's way a candidate must share for a snapshot to pay for its fork
+# Seconds a run from the start takes below which a snapshot does not pay: the fork, the hand-over of the result and
+# the new process of each new best cost tens of milliseconds (the minimizer's runs shrink to that as it goes).
+WORTH_SECONDS = 0.25
 
 
 def diverges(best: Scenario, candidate: Scenario) -> int:
@@ -42,7 +45,7 @@ def diverges(best: Scenario, candidate: Scenario) -> int:
     if attrs_differ(best, candidate):
         return 0
     old, new = best.steps or (), candidate.steps or ()
-    if _shape(old) != _shape(new):
+    if Outline.of(best, old) != Outline.of(candidate, new):
         return 0
     at = {s.id: s.at for s in (*old, *new) if not is_pinned(s)}
     first = 1 << 62
@@ -64,17 +67,6 @@ def attrs_differ(best: Scenario, candidate: Scenario) -> bool:
     return attrs.evolve(best, steps=None) != attrs.evolve(candidate, steps=None)
 
 
-def _shape(plan: tuple[Step, ...]) -> tuple[Any, ...]:
-    """What a run makes of its plan before its first step (its clients, its workers, its active phase's end): two
-    plans that differ here part from the start."""
-    timed = [s for s in plan if not is_pinned(s)]
-    return (sorted({s.actor for s in plan if is_client(s.actor)}),
-            sorted({s.actor for s in plan if "serve" in (s.action, s.arg("then"))}),
-            max((s.at + 1 for s in timed), default=0),
-            any(s.action in ("serve", "submit", "cancel") or s.arg("then") in ("serve", "submit", "cancel")
-                for s in plan))
-
-
 class Snapshots:
     """The minimizer's process of its best run (see the module's text): :meth:`run` a candidate from the moment it
     parts from the best, or None where it must run from the start. Close it when the minimizing ends."""
@@ -87,10 +79,12 @@ class Snapshots:
         self._best: Scenario | None = None
         self._at = 0  # where the process of the best stands
         self._process: tuple[int, int, int] | None = None  # its pid, the pipe to it, the pipe from it
+        self._served: Scenario | None = None  # the candidate it ran last, from where it stands
 
-    def run(self, best: Scenario, result: RunResult, candidate: Scenario) -> RunResult | None:
-        """The run of ``candidate`` (a change of ``best``, whose run gave ``result``), or None: run it from the start."""
-        if not self.enabled:
+    def run(self, best: Scenario, result: RunResult, candidate: Scenario, seconds: float) -> RunResult | None:
+        """The run of ``candidate`` (a change of ``best``, whose run gave ``result``), or None: run it from the start
+        (as a run from the start takes ``seconds`` now)."""
+        if not self.enabled or seconds < WORTH_SECONDS:
             return None
         at = diverges(best, candidate)
         if at < _WORTH:
@@ -99,22 +93,21 @@ class Snapshots:
             self.runs += 1
             self.saved += result.virtual_time
             return _as_run_of(result, candidate)
+        if best is not self._best and best is self._served and self._process is not None:
+            # The candidate it ran last is the best now: it shares the old best's run up to where the process stands,
+            # so the process goes on as its run from there, and needs no new start.
+            if self._ask("adopt", self._at, best)[0] == "adopted":
+                self._best = best
         if self._process is None or best is not self._best or at < self._at:
             self.close()
             self._start(best)
-        assert self._process is not None
-        _, to, back = self._process
-        try:
-            _send(to, (at, candidate))
-            kind, value = _receive(back)
-        except (OSError, EOFError):
-            kind, value = "gone", None
+        kind, value = self._ask("run", at, candidate)
         if kind != "result":  # the best's run ended before that moment, or could not be forked there: from the start
             self.close()
             if kind == "unsafe":
                 self.enabled = False  # it will not be at the next moment either
             return None
-        self._at = at
+        self._at, self._served = at, candidate
         try:
             returned, result = pickle.loads(value)
         except Exception:  # noqa: BLE001 - what the forked run could not hand over is run from the start
@@ -124,6 +117,17 @@ class Snapshots:
         self.runs += 1
         self.saved += at
         return result
+
+    def _ask(self, kind: str, at: int, scenario: Scenario) -> tuple[str, Any]:
+        """Ask the process of the best run to ``run`` a candidate from ``at``, or to ``adopt`` the new best there."""
+        assert self._process is not None
+        _, to, back = self._process
+        try:
+            _send(to, (kind, at, scenario))
+            answer: tuple[str, Any] = _receive(back)
+            return answer
+        except (OSError, EOFError):
+            return "gone", None
 
     def _start(self, best: Scenario) -> None:
         to_child, requests = os.pipe()
@@ -142,7 +146,7 @@ class Snapshots:
         pid, read, beats = child
         os.close(read)  # it answers on its own pipe, candidate after candidate
         beats.close()
-        self._process, self._best, self._at = (pid, requests, answers), best, 0
+        self._process, self._best, self._at, self._served = (pid, requests, answers), best, 0, None
 
     def close(self) -> None:
         if self._process is None:
@@ -171,15 +175,22 @@ def _as_run_of(result: RunResult, scenario: Scenario) -> RunResult:
 
 def _serve(best: Scenario, seed: int, requests: int, answers: int) -> None:
     """The process of the best's run: it goes forward to each candidate's moment, forks a child there that goes on
-    as the candidate's run and hands its result back, and waits for the next."""
+    as the candidate's run and hands its result back, and waits for the next; told that a candidate it ran is the
+    best now, it goes on as that candidate's run from where it stands."""
     simulation = Simulation(best, seed)
     sockets = Sockets()
-    request: tuple[int, Scenario] | None = _receive(requests)
+    request: tuple[str, int, Scenario] | None = _receive(requests)
 
     def at_stop() -> None:
         nonlocal request
-        while request is not None and request[0] == simulation.kernel.now:
+        while request is not None and request[1] == simulation.kernel.now:
+            kind, _, scenario = request
             with simulation.watch.aside(), own_work():  # dst's own work, not the model's: no stall, no refusal
+                if kind == "adopt":
+                    simulation.adopt(scenario)
+                    _send(answers, ("adopted", None))
+                    request = _receive(requests)
+                    continue
                 if not sockets.none_new():
                     _send(answers, ("unsafe", None))
                     os._exit(0)
@@ -197,12 +208,12 @@ def _serve(best: Scenario, seed: int, requests: int, answers: int) -> None:
         else:
             if request is None:
                 os._exit(0)
-            if request[0] < simulation.kernel.now:
+            if request[1] < simulation.kernel.now:
                 _send(answers, ("behind", None))
                 os._exit(0)
-            simulation.pause_at(request[0], at_stop)
+            simulation.pause_at(request[1], at_stop)
             return
-        candidate = request[1]  # the child: the candidate's run from here
+        candidate = request[2]  # the child: the candidate's run from here
 
         def report(result: RunResult) -> None:
             child.answer(("returned", result))
@@ -212,7 +223,7 @@ def _serve(best: Scenario, seed: int, requests: int, answers: int) -> None:
 
     if request is None:
         return
-    simulation.pause_at(request[0], at_stop)
+    simulation.pause_at(request[1], at_stop)
     simulation.run()
     _send(answers, ("ended", None))  # the best's run ended before the moment asked for
 

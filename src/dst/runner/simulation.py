@@ -52,6 +52,29 @@ class Cut(Exception):
     """A run stopped at a wall-clock deadline (a campaign's ``--time-budget``): it has no result at all."""
 
 
+@attrs.frozen
+class Outline:
+    """What a run makes of its plan before its first step: when its active phase ends, whether it has runs, its
+    clients and the workers that serve the runs stream. Two plans of one outline part only where their steps do
+    (:func:`dst.explore.snapshot.diverges`)."""
+
+    active_until: int
+    runs: bool
+    clients: tuple[str, ...]
+    workers: tuple[str, ...]
+
+    @classmethod
+    def of(cls, scenario: Scenario, plan: tuple[Step, ...]) -> Outline:
+        timed = [s for s in plan if not is_pinned(s) and s.action != "branch"]
+        clients = {f"c{i}" for i in range(1, scenario.workload.clients + 1)} | {s.actor for s in plan
+                                                                                if is_client(s.actor)}
+        return cls(active_until=max([scenario.run.duration] + [s.at + 1 for s in timed]),
+                   runs=scenario.runs.enabled or any(s.action in _RUN_ACTIONS or s.arg("then") in _RUN_ACTIONS
+                                                     for s in plan),
+                   clients=tuple(sorted(clients, key=lambda n: int(n[1:]))),
+                   workers=tuple(sorted({s.actor for s in plan if "serve" in (s.action, s.arg("then"))})))
+
+
 class Explorer(Protocol):
     """What a run that explores the futures of its first risky moment asks (:mod:`dst.explore.branch` is one).
 
@@ -104,9 +127,9 @@ class Simulation:
         # The timed steps; pinned faults name a message, not a moment, and are in place from the start; a branch
         # comes first at its moment (see _run).
         self.timed = tuple(s for s in self.plan if not is_pinned(s) and s.action != "branch")
-        self.active_until = max([scenario.run.duration] + [s.at + 1 for s in self.timed])
-        has_runs = scenario.runs.enabled or any(s.action in _RUN_ACTIONS or s.arg("then") in _RUN_ACTIONS
-                                                for s in self.plan)
+        self.outline = outline = Outline.of(scenario, self.plan)
+        self.active_until = outline.active_until
+        has_runs = outline.runs
         wl, limits = scenario.workload, dict(scenario.model.limits)
         env = Env(clock=world.kernel, facts=world.traced, options=scenario.model.settings(), limits=limits,
                   bugs=frozenset(scenario.bugs),
@@ -159,8 +182,7 @@ class Simulation:
         self.book = Book(world.kernel, mode.who, self._violated, self._refused)
 
         wl = scenario.workload
-        names = sorted({f"c{i}" for i in range(1, wl.clients + 1)} | {s.actor for s in self.plan if is_client(s.actor)},
-                       key=lambda n: int(n[1:]))
+        names = list(self.outline.clients)
         defaults: dict[str, object] = {"limit": wl.limit, "slots": wl.slots, "work": wl.work[0], "writes": wl.writes[0]}
 
         def job(client: str, incarnation: int, step: Step) -> Any:
@@ -168,7 +190,7 @@ class Simulation:
 
         server, clients = mode.processes(names, job)
         world.add(server, clients, system.resource)
-        workers = sorted({s.actor for s in self.plan if "serve" in (s.action, s.arg("then"))})
+        workers = list(self.outline.workers)
         self.phases = Phases(world, scenario, self.active_until, self._go, workers, self.book.quiet_period_over)
         for step in self.plan:
             fault = fault_of(step)
