@@ -16,6 +16,7 @@ option added since): the same workload, as that revision can run it.
     python bench/versus.py 9d4c6d6 --scenario bench/small.toml --rev-scenario /tmp/small-as-polled.toml
     python bench/versus.py 89ee10f --callgrind          # instructions instead of time (needs valgrind)
     python bench/versus.py cd35eb3 --scenario examples/aio_leases/scenarios/default.toml --rounds 5 --seeds 3
+    python bench/versus.py cd35eb3 --scenario examples/prefect_limits/scenarios/default.toml --own-examples --rounds 3
 
 With ``--callgrind`` each side runs once under valgrind's callgrind, which counts instructions,
 not seconds: the same figure on a busy machine as on an idle one. The count of a run that stops
@@ -49,9 +50,9 @@ print(json.dumps({"events": events, "cpu": time.process_time() - began, "wall": 
 """
 
 
-def batch(src: Path, first: int, count: int, scenario: str = "") -> dict[str, float]:
+def batch(src: Path, first: int, count: int, scenario: str = "", cwd: Path = REPO) -> dict[str, float]:
     done = subprocess.run([sys.executable, "-c", CHILD, str(first), str(first + count), scenario],
-                          env={"PYTHONPATH": str(src)}, capture_output=True, text=True, check=True)
+                          env={"PYTHONPATH": str(src)}, capture_output=True, text=True, check=True, cwd=cwd)
     return json.loads(done.stdout)
 
 
@@ -77,8 +78,11 @@ def main() -> int:
     parser.add_argument("--callgrind", action="store_true", help="count instructions of --seeds seeds under valgrind")
     parser.add_argument("--scenario", default="", help="a scenario file (default: the embedded default scenario)")
     parser.add_argument("--rev-scenario", default=None, help="the revision's own file of it (default: the same)")
+    parser.add_argument("--own-examples", action="store_true",
+                        help="each side runs its own checkout's examples (the scenario's path taken from each "
+                             "checkout's root): a model in examples/ that grew with dst's API, as each version had it")
     args = parser.parse_args()
-    ours = str(Path(args.scenario).resolve()) if args.scenario else ""
+    ours = str(Path(args.scenario).resolve()) if args.scenario and not args.own_examples else args.scenario
     scenarios = {"working tree": ours, args.rev: str(Path(args.rev_scenario).resolve()) if args.rev_scenario else ours}
     with tempfile.TemporaryDirectory() as tmp:
         other = Path(tmp) / "tree"
@@ -99,7 +103,8 @@ def main() -> int:
             same_events = True
             for r in range(args.rounds):
                 order = list(sides) if r % 2 == 0 else list(sides)[::-1]
-                got = {name: batch(sides[name], r * args.seeds, args.seeds, scenarios[name]) for name in order}
+                got = {name: batch(sides[name], r * args.seeds, args.seeds, scenarios[name],
+                                   sides[name].parent if args.own_examples else REPO) for name in order}
                 same_events &= len({g["events"] for g in got.values()}) == 1
                 for name, g in got.items():
                     seeds_per_s[name].append(args.seeds / g["cpu"])
