@@ -27,6 +27,7 @@ The peers need Python 3.12 (dst needs 3.11), so this runs in a 3.12 venv. From t
 
     /tmp/aio-bench/bin/python bench/aio.py --quick              # 3 rounds of 3 seeds, 5,000 callbacks
     /tmp/aio-bench/bin/python bench/aio.py --seeds 20 --rounds 11
+    /tmp/aio-bench/bin/python bench/aio.py --callgrind           # instructions a seed, not seconds (needs valgrind)
 """
 
 from __future__ import annotations
@@ -253,6 +254,43 @@ def installed(distribution: str) -> str:
         return "not installed"
 
 
+# In the child under callgrind: a contender's runner, seed 1 once to warm it, then the seeds asked for.
+_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import aio
+from aio_workload import main as workload
+run = aio.CONTENDERS[sys.argv[2]][2]()
+run(lambda: workload(1), 1)
+for seed in range(int(sys.argv[3]), int(sys.argv[4])):
+    run(lambda: workload(seed), seed)
+"""
+
+
+def callgrind(seeds: range) -> int:
+    """Instructions per seed of each contender that runs (a run of seed 1 alone subtracted: imports, warm-up)."""
+    import tempfile
+
+    here = str(Path(__file__).resolve().parent)
+    runners, _ = load(range(1, 2))
+    print(f"workload: aio_workload.main(seed), seeds {seeds.start}-{seeds.stop - 1}, instructions per seed (callgrind)")
+    counts: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in runners:
+            totals = []
+            for stop in (seeds.start, seeds.stop):
+                out = Path(tmp) / f"{name}.{stop}"
+                subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c",
+                                _CHILD, here, name, str(seeds.start), str(stop)], capture_output=True, check=True)
+                totals.append(int(next(line for line in out.read_text().splitlines()
+                                       if line.startswith("totals:")).split()[1]))
+            counts[name] = (totals[1] - totals[0]) / len(seeds)
+    for name, n in counts.items():
+        print(f"  {name:<9} {n / 1e6:10.1f} M instructions a seed, {n / counts['dst']:.3f} x dst's"
+              if "dst" in counts else f"  {name:<9} {n / 1e6:10.1f} M instructions a seed")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10, help="seeds per contender per round (seeds 1..K)")
@@ -260,7 +298,12 @@ def main() -> int:
     parser.add_argument("--callbacks", type=int, default=20_000, help="callbacks per chain and per fan")
     parser.add_argument("--fan", type=int, default=1000, help="callbacks ready at once in each wave of the fan")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 3 seeds, 5,000 callbacks")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="instructions per seed of the workload instead of time, each contender once under "
+                             "valgrind's callgrind: the same figure on a busy machine as on an idle one")
     args = parser.parse_args()
+    if args.callgrind:
+        return callgrind(range(1, args.seeds + 1) if args.seeds != 10 else range(1, 4))
     if args.quick:
         args.seeds, args.rounds, args.callbacks = 3, 3, 5_000
     seeds = range(1, args.seeds + 1)
