@@ -15,7 +15,7 @@ from dst.explore.branch import MOST, Branching, Folder
 from dst.explore.seed import explore_seed
 from dst.explore.isolate import CAN_FORK
 from dst.explore.snapshot import Snapshots, diverges
-from dst.explore.steer import BRANCH_BLOCK, Steering
+from dst.explore.steer import BRANCH_BLOCK, Steering, one_scenario
 from dst.invariants.situations import catalogue
 from dst.plan import Branch
 from dst.runner import Simulation
@@ -100,14 +100,14 @@ def test_a_campaign_counts_and_reproduces_its_branches_the_same_on_any_number_of
     scenario = attrs.evolve(default, faults=attrs.evolve(  # faults an eighth as often: the situations are rare
         default.faults, **{kind: attrs.evolve(rate, rate=rate.rate / 8) for kind, rate in default.faults.kinds()}))
     branches: list[dst.Outcome] = []
-    one = dst.fuzz(scenario, range(1, 161), branches=2,
+    one = dst.fuzz(scenario, range(1, 97), branches=2,
                    on_result=lambda outcome: branches.append(outcome) if outcome.branch else None)
-    two = dst.fuzz(scenario, range(1, 161), branches=2, workers=2)
-    assert one.seeds_run == 160 and one.branches_run == len(branches) > 0
+    two = dst.fuzz(scenario, range(1, 97), branches=2, workers=2)
+    assert one.seeds_run == 96 and one.branches_run == len(branches) > 0
     assert (one.branches_run, one.events, one.coverage) == (two.branches_run, two.events, two.coverage)
-    assert dst.fuzz(scenario, range(1, 161)).branches_run == 0  # the seam's models branch only when asked
+    assert one_scenario(scenario).branches == 0 and one_scenario(_small_aio()).branches == MOST  # the seam's: asked
     outcome = branches[0]
-    assert outcome.seed <= 160 and outcome.branch[1] in (1, 2)
+    assert outcome.seed <= 96 and outcome.branch[1] in (1, 2)
     ran = attrs.evolve(swarm(scenario, outcome.seed), branch=Branch(*outcome.branch))
     again = dst.run(ran, outcome.seed)
     assert (again.events, again.situations) == (outcome.events, dict(outcome.reached))
