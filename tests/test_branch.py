@@ -80,6 +80,7 @@ def test_a_moment_after_the_seed_violated_is_not_branched():
     result = dst.run(scenario, 3)
     assert result.violation is not None
     late = {s: 2 for s, t in result.moments.items() if t >= result.violation.time}
+    assert late  # moments the run reached after its violation: each declined
     outcomes = explore_seed(scenario, 3, False, budget=tuple(late.items()), fork=False)
     assert len(outcomes) == 1
 

@@ -40,13 +40,13 @@ from typing import Any, Callable, Coroutine, Iterator, TypeVar
 from ..errors import ModelFault, Stalled
 from ..sim.kernel import Kernel, Pause, StopRun
 from ..sim.schedule import Strategy
+from .handles import Handle, Timer, make
 from .tasks import NumberedFuture, NumberedTask, name_of
 from ..sandbox import VIRTUAL_EPOCH_MS as VIRTUAL_EPOCH_MS  # re-exported: the loop's wall clock reads it too
 from ..sandbox import _EXECUTOR, Refusal, refusal
 from .refused import refuse_the_real
 
 T = TypeVar("T")
-_H = TypeVar("_H", "_Handle", "_Timer")
 
 REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("dst_request", default=0)
 """The key of the request (or background job) the running code works for: keys its random draws."""
@@ -74,50 +74,6 @@ class Process:
     async def round_trip(self) -> None:
         """One store round trip: here, a plain yield (the server process draws a latency for it)."""
         await asyncio.sleep(0)
-
-
-class _Handle(asyncio.Handle):
-    """A ready callback and the process whose code scheduled it (asyncio's fields, made by :func:`_handle`)."""
-
-    __slots__ = ("_process", "_epoch")
-    _process: Process
-    _epoch: int
-
-
-class _Timer(asyncio.TimerHandle):
-    __slots__ = ("_process", "_epoch", "_seq")
-    _process: Process
-    _epoch: int
-    _seq: int  # its entry on the kernel's queue: -1 once it fired (a cancel then has nothing to take off)
-
-    def cancel(self) -> None:
-        # asyncio's TimerHandle.cancel and Handle.cancel in one frame (every asyncio.sleep cancels its timer as it
-        # returns, fired or not), and never in debug mode: this loop's get_debug() is False.
-        if not self._cancelled:
-            self._cancelled = True
-            self._callback = self._args = None  # type: ignore[assignment]  # what asyncio's cancel lets go of
-            if self._seq >= 0:
-                self._loop._kernel.cancel(self._seq)  # type: ignore[attr-defined]  # always a Loop's
-
-
-_new = object.__new__
-
-
-def _handle(kind: type[_H], callback: Callable[..., object], args: tuple[Any, ...], loop: Loop,
-            context: contextvars.Context | None, process: Process) -> _H:
-    """asyncio's Handle.__init__ without its debug lookup, plus the owner: a plain function, as a class's Python
-    ``__init__`` costs a call through C for every ready callback."""
-    handle: Any = _new(kind)  # asyncio's private fields, which its stubs do not declare
-    handle._context = context if context is not None else contextvars.copy_context()
-    handle._loop = loop
-    handle._callback = callback
-    handle._args = args
-    handle._cancelled = False
-    handle._repr = None
-    handle._source_traceback = None
-    handle._process = process
-    handle._epoch = process.epoch
-    return handle  # type: ignore[no-any-return]  # of kind: a cast would cost a call per callback
 
 
 # Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.
@@ -169,7 +125,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
 
     def call_soon(self, callback: Callable[..., object], *args: Any,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
-        handle = _handle(_Handle, callback, args, self, context, self.process)
+        handle = make(Handle, callback, args, self, context, self.process)
         key = REQUEST.get()
         draw = self._ranks.get(key)
         if draw is None:
@@ -202,16 +158,16 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
             # float error. Then the next millisecond: code that re-arms until loop.time() >= its deadline
             # (anyio's cancel scopes) would otherwise re-arm at this same instant forever.
             ms = kernel.now if when <= kernel.now / 1000 else kernel.now + 1
-        timer: Any = _handle(_Timer, callback, args, self, context, self.process)
+        timer: Any = make(Timer, callback, args, self, context, self.process)
         timer._when = ms / 1000
         timer._scheduled = False
         timer._seq = seq = next(self._counter)  # Kernel.at, inlined: ms is never before now
         heappush(self._queue, (ms, seq, self._run_timer, timer))
-        return timer  # type: ignore[no-any-return]  # a _Timer
+        return timer  # type: ignore[no-any-return]  # a Timer
 
     def call_after_ms(self, ms: int, rank: int, callback: Callable[..., object], *args: Any) -> asyncio.Handle:
         """``callback`` after ``ms`` virtual ms, ranked among what is due then (a store round trip's draws)."""
-        handle = _handle(_Handle, callback, args, self, None, self.process)
+        handle = make(Handle, callback, args, self, None, self.process)
         self._kernel.after_ranked(ms, rank, self._run_handle, handle)
         return handle
 
@@ -220,7 +176,7 @@ class Loop(_LoopBase):  # type: ignore[misc]  # see _LoopBase
         if seq >= 0:
             self._kernel.cancel(seq)
 
-    def _run_timer(self, timer: _Timer) -> None:
+    def _run_timer(self, timer: Timer) -> None:
         timer._seq = -1  # fired: a cancel from now on has nothing to take off the queue
         self._run(timer)
 

@@ -42,7 +42,7 @@ def diverges(best: Scenario, candidate: Scenario) -> int:
     the earliest step the two plans do not share, a pinned fault counted at its message's step. 0 where they may
     part from the start: another scenario besides the steps, other clients or workers, another end of the active
     phase, a branch step or a fault pinned on a background handler's message that they do not share."""
-    if attrs_differ(best, candidate):
+    if _differ_besides_steps(best, candidate):
         return 0
     old, new = best.steps or (), candidate.steps or ()
     if Outline.of(best, old) != Outline.of(candidate, new):
@@ -62,7 +62,7 @@ def diverges(best: Scenario, candidate: Scenario) -> int:
     return first
 
 
-def attrs_differ(best: Scenario, candidate: Scenario) -> bool:
+def _differ_besides_steps(best: Scenario, candidate: Scenario) -> bool:
     """The two differ in more than their steps (a limit, the network, the scheduler): they part from the start."""
     return attrs.evolve(best, steps=None) != attrs.evolve(candidate, steps=None)
 

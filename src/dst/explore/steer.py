@@ -110,12 +110,10 @@ class Steering:
         if not self.most:
             return ()
         block = position // BRANCH_BLOCK
-        return self.budgets[block] if block >= 2 else self._budget(learned=False)
+        return self.budgets[block] if block >= 2 else ()  # nothing learned before
 
-    def _budget(self, learned: bool = True) -> tuple[tuple[str, int], ...]:
-        """Each situation's branches, by the share of the seeds learned so far that reached it (none before)."""
-        if not learned:
-            return ()
+    def _budget(self) -> tuple[tuple[str, int], ...]:
+        """Each situation's branches, by the share of the seeds learned so far that reached it."""
         budget = []
         for s in self.situations:
             share = (self.moments[s.id] + 1) / (self.learned + 2)

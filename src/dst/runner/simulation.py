@@ -52,6 +52,12 @@ class Cut(Exception):
     """A run stopped at a wall-clock deadline (a campaign's ``--time-budget``): it has no result at all."""
 
 
+def timed_steps(plan: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The steps that happen at their time, chained one after another: not a pinned fault (it names a message, and is
+    in place from the start) nor a branch (it comes first at its moment)."""
+    return tuple(s for s in plan if not is_pinned(s) and s.action != "branch")
+
+
 @attrs.frozen
 class Outline:
     """What a run makes of its plan before its first step: when its active phase ends, whether it has runs, its
@@ -65,7 +71,7 @@ class Outline:
 
     @classmethod
     def of(cls, scenario: Scenario, plan: tuple[Step, ...]) -> Outline:
-        timed = [s for s in plan if not is_pinned(s) and s.action != "branch"]
+        timed = timed_steps(plan)
         clients = {f"c{i}" for i in range(1, scenario.workload.clients + 1)} | {s.actor for s in plan
                                                                                 if is_client(s.actor)}
         return cls(active_until=max([scenario.run.duration] + [s.at + 1 for s in timed]),
@@ -124,9 +130,7 @@ class Simulation:
         self.world = world = World(scenario, streams, self._checkpoint,
                                    budget if deadline is None else min(budget, _CHECK_WALL_EVERY))
         self.kernel = world.kernel
-        # The timed steps; pinned faults name a message, not a moment, and are in place from the start; a branch
-        # comes first at its moment (see _run).
-        self.timed = tuple(s for s in self.plan if not is_pinned(s) and s.action != "branch")
+        self.timed = timed_steps(self.plan)
         self.outline = outline = Outline.of(scenario, self.plan)
         self.active_until = outline.active_until
         has_runs = outline.runs
@@ -237,9 +241,9 @@ class Simulation:
         anything else happens the next millisecond (see :class:`Explorer`)."""
         assert self.explorer is not None
         branches = self.explorer.budget.get(situation, 0)
-        at = self.kernel.now + 1
         if not branches:
             return
+        at = self.kernel.now + 1
         if self.moment is None:
             self.moment = [at, branches]
             self.pause_at(at, self._branch_off)
@@ -288,7 +292,7 @@ class Simulation:
         instead of this one's, where a run of it from the start has them, its pinned faults put in place, and the
         result is its."""
         plan = scenario.steps or ()
-        timed = tuple(s for s in plan if not is_pinned(s) and s.action != "branch")
+        timed = timed_steps(plan)
         assert timed[:self.applied] == self.timed[:self.applied], "a plan that differs in what already happened"
         world = self.world
         self.kernel.put(self.chained, timed[self.applied].at if self.applied < len(timed) else None, self._apply,
