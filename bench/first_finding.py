@@ -10,6 +10,10 @@ it ran. A campaign that finds nothing within ``--budget`` CPU seconds counts as 
     python bench/first_finding.py c6005a0                       # the asyncio example's bugs, 3 ranges each
     python bench/first_finding.py c6005a0 --model examples.pydocket:model --ranges 2 --budget 120
     python bench/first_finding.py cd35eb3 --model examples.prefect_limits:model --as-is --ranges 2 --budget 300
+    python bench/first_finding.py cd35eb3 --scenario examples/prefect_limits/scenarios/server-pauses.toml --ranges 3
+
+With ``--scenario`` the campaign is that scenario's alone (``dst fuzz --scenario FILE``, as the campaigns that found
+Prefect's counterexamples ran), each side with its own tree's copy of the file, and no bug switched on.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from statistics import median
 REPO = Path(__file__).resolve().parents[1]
 
 
-def campaign(tree: Path, model: str, bug: str | None, first: int, budget: float) -> tuple[float, int, bool]:
-    """CPU seconds, seeds run, and whether it found a violation, of one default campaign in ``tree``."""
-    argv = [sys.executable, "-m", "dst", "fuzz", "--model", model, "--seeds", f"{first}:{first + 100_000}",
+def campaign(tree: Path, target: list[str], bug: str | None, first: int, budget: float) -> tuple[float, int, bool]:
+    """CPU seconds, seeds run, and whether it found a violation, of one campaign in ``tree`` (``target``: the
+    default campaign's ``--model M``, or ``--scenario FILE``)."""
+    argv = [sys.executable, "-m", "dst", "fuzz", *target, "--seeds", f"{first}:{first + 100_000}",
             "--stop-on-first", "--workers", "1", "--json", "--no-findings", "--time-budget", f"{budget * 2:g}s"]
     if bug is not None:
         argv += ["--bug", bug]
@@ -42,10 +47,12 @@ def campaign(tree: Path, model: str, bug: str | None, first: int, budget: float)
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, preexec_fn=limit)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if done.returncode < 0:  # killed at the CPU budget: a miss
+        return budget, -1, False
     try:
         report = json.loads(done.stdout)
-    except json.JSONDecodeError:  # killed at the CPU budget: a miss
-        return budget, -1, False
+    except json.JSONDecodeError:  # the command failed (a flag or a file that side does not have): no figure
+        raise SystemExit(f"{tree}: {' '.join(argv[1:])} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     found = report["violations"] > 0 and cpu <= budget  # RLIMIT_CPU holds each process, not its forked seeds' sum
     return (cpu if found else max(cpu, budget)), report["seeds_run"], found
 
@@ -61,12 +68,14 @@ def main() -> int:
     parser.add_argument("rev", help="the git revision to compare the working tree with")
     parser.add_argument("--model", default="examples.aio_leases:model")
     parser.add_argument("--bug", action="append", help="only these bugs (default: every bug of the model)")
+    parser.add_argument("--scenario", help="a campaign of this scenario file alone, not the model's default campaign")
     parser.add_argument("--as-is", action="store_true",
                         help="the model as it is, no bug switched on (Prefect's own code: its bugs are its own)")
     parser.add_argument("--ranges", type=int, default=3, help="campaigns per bug and side, from seeds 1, 1001, ...")
     parser.add_argument("--budget", type=float, default=60.0, help="CPU seconds a campaign may take (a miss after)")
     args = parser.parse_args()
-    bugs: list[str | None] = [None] if args.as_is else list(args.bug or bugs_of(args.model))
+    target = ["--scenario", args.scenario] if args.scenario else ["--model", args.model]
+    bugs: list[str | None] = [None] if args.as_is or args.scenario else list(args.bug or bugs_of(args.model))
     with tempfile.TemporaryDirectory() as scratch:
         other = Path(scratch) / "rev"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(other), args.rev],
@@ -79,7 +88,7 @@ def main() -> int:
                 for i in range(args.ranges):
                     order = ("rev", "tree") if i % 2 == 0 else ("tree", "rev")
                     for side in order:
-                        figures[side].append(campaign(sides[side], args.model, bug, 1 + 1000 * i, args.budget))
+                        figures[side].append(campaign(sides[side], target, bug, 1 + 1000 * i, args.budget))
                 rows.append((bug, figures))
                 print(f"{bug or 'as it is':28} " + "  ".join(
                     f"{side}: " + ", ".join(f"{cpu:.1f}s/{seeds}" + ("" if found else " miss")

@@ -57,6 +57,37 @@ STORAGES = tuple(STORAGE_MODULES)
 DATABASES = ("sqlite", "postgres")  # Prefect's two: SQLite through aiosqlite, PostgreSQL through asyncpg
 
 
+_SERIALIZED: dict[tuple[int, bool, bool, bool], tuple[object, dict[str, str]]] = {}
+
+
+def _serialize_once() -> None:
+    """Prefect serializes its whole settings object (about 0.06 CPU s) twice each time it creates an app: for the app
+    cache's key (``Settings.hash_key``) and to fill its logging template; a third of a warm seed went there. A
+    settings object is never changed once made (:func:`use`, like Prefect's own ``temporary_settings``, makes a new
+    one), so what it serializes to is kept with it: a server booting again in the run asks what is known. The same
+    values Prefect computes, from its own code."""
+    from prefect.settings.models.root import Settings
+
+    serialize = Settings.to_environment_variables
+    if getattr(serialize, "once", False):
+        return
+
+    def to_environment_variables(self: Settings, exclude_unset: bool = False, include_secrets: bool = True,
+                                 include_aliases: bool = False) -> dict[str, str]:
+        key = (id(self), exclude_unset, include_secrets, include_aliases)
+        known = _SERIALIZED.get(key)
+        if known is None or known[0] is not self:  # the object is kept with its entry: its id is not reused meanwhile
+            if len(_SERIALIZED) >= 64:
+                _SERIALIZED.clear()
+            known = _SERIALIZED[key] = (self, serialize(self, exclude_unset=exclude_unset,
+                                                        include_secrets=include_secrets,
+                                                        include_aliases=include_aliases))
+        return dict(known[1])  # the caller's own copy, as Prefect returns a new dict
+
+    to_environment_variables.once = True  # type: ignore[attr-defined]
+    Settings.to_environment_variables = to_environment_variables  # type: ignore[method-assign]
+
+
 def use(folder: str, storage: str, url: str | None = None) -> Callable[[], None]:
     """Prefect's settings for one run: its home in ``folder``, its database ``url`` (None: SQLite, a file in
     ``folder``), the lease storage named. Returns what puts the settings back."""
@@ -64,6 +95,7 @@ def use(folder: str, storage: str, url: str | None = None) -> Callable[[], None]
     from prefect.settings import (PREFECT_API_DATABASE_CONNECTION_URL, PREFECT_HOME,
                                   PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE)
 
+    _serialize_once()
     before = prefect.context.GLOBAL_SETTINGS_CONTEXT
     settings = before.settings.copy_with_update(updates={
         PREFECT_HOME: os.path.join(folder, "home"),
