@@ -152,12 +152,17 @@ def migrate_postgres(dsn: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+_template: str | None = None  # the file template() built (or the parent's, in a forked child: runs only copy it)
+
+
 def template() -> str:
-    """The SQLite database with Prefect's schema, built by its own migrations the first time this process asks."""
-    done = os.path.join(FOLDER, f"template-{os.getpid()}.db")  # forked processes share FOLDER: one each
-    if not os.path.exists(done):
+    """The SQLite database with Prefect's schema, built by its own migrations the first time this process (or the
+    process it was forked from: a campaign's workers) asks."""
+    global _template
+    if _template is None or not os.path.exists(_template):
         import sqlite3
 
+        done = os.path.join(FOLDER, f"template-{os.getpid()}.db")  # forked processes share FOLDER: a name each
         folder = tempfile.mkdtemp(dir=FOLDER)
         migrate(folder)
         conn = sqlite3.connect(database(folder))
@@ -165,4 +170,5 @@ def template() -> str:
         conn.close()
         os.replace(database(folder), done)
         shutil.rmtree(folder, ignore_errors=True)
-    return done
+        _template = done
+    return _template
