@@ -75,3 +75,14 @@ def test_what_a_restart_removes_is_the_restarts_doing_not_the_request_in_flights
 
     outcome = run(swarm(scenario("server-restarts"), 9), 9)
     assert outcome.violation is not None and outcome.violation.invariant == "slot-accounting", outcome.violation
+
+
+def test_a_seed_forked_from_a_warm_worker_does_not_run_the_migrations_again() -> None:
+    # A campaign's worker warms up once (Prefect's migrations build the SQLite template) and forks each seed from
+    # there: a fork that built the template again paid 4 s a seed, most of one.
+    from dst.explore.isolate import forked
+    from examples.prefect_limits import settings
+
+    built = settings.template()
+    assert forked(settings.template) == built
+    assert forked(lambda: run(scenario("quiet"), 1).digest) == run(scenario("quiet"), 1).digest
