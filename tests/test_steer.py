@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dst.explore.fuzz import campaign, seeds
 from dst.explore.steer import Steering, default_campaign
 from dst.runner import run
-from dst.runner.swarm import aimed, swarm, world
+from dst.runner.swarm import DENSER_AT_MOST, aimed, swarm, world
 from dst.scenario import embedded_scenarios, load_scenario
 from dst.sut import Situation
 
@@ -179,12 +179,16 @@ def test_a_campaign_names_the_fault_kinds_no_seed_turned_on(capsys, tmp_path) ->
 
 # --- small worlds first, for a model of the user's -----------------------------------------------------------------
 
-def test_a_small_world_cuts_clients_jobs_and_the_run_and_keeps_the_faults() -> None:
-    full = load_scenario(None, model="examples.aio_leases:model")
+def test_a_small_world_cuts_clients_jobs_and_the_run_and_keeps_the_faults_its_run_would_meet() -> None:
+    full = load_scenario(None, model="examples.aio_leases:model")  # a 600 s run
     small, medium = world(full, "small"), world(full, "medium")
     assert (small.workload.clients, small.workload.jobs, small.run.duration) == (2, 3, 150_000)
     assert (medium.workload.clients, medium.workload.jobs, medium.run.duration) == (3, 4, 300_000)
-    assert small.faults == full.faults and small.network == full.network and small.bugs == full.bugs
+    rates = {kind: fault.rate for kind, fault in full.faults.kinds() if fault.rate}
+    assert rates and {k: f.rate for k, f in small.faults.kinds() if f.rate} == {k: 4 * r for k, r in rates.items()}
+    assert {k: f.rate for k, f in medium.faults.kinds() if f.rate} == {k: 2 * r for k, r in rates.items()}
+    assert small.faults.pause.duration == full.faults.pause.duration  # as many pauses, each as long
+    assert small.network == full.network and small.bugs == full.bugs
     assert small.name == f"{full.name}, small world"
     assert world(small, "small") == small  # no smaller than it is: as it is, named as it was
 
@@ -199,6 +203,10 @@ def test_a_world_is_never_bigger_than_the_scenario_in_any_key(clients: int, jobs
     smaller = world(full, size)
     assert smaller.workload.clients <= clients and smaller.workload.jobs <= jobs
     assert 1 <= smaller.run.duration <= duration
+    for (_, fault), (_, faster) in zip(full.faults.kinds(), smaller.faults.kinds()):
+        # never more faults than the scenario's own run would meet, nor more than DENSER_AT_MOST times as dense
+        assert fault.rate <= faster.rate <= DENSER_AT_MOST * fault.rate
+        assert faster.rate * smaller.run.duration <= fault.rate * duration * (1 + 1e-9)
 
 
 def test_a_scripted_scenario_keeps_its_world() -> None:

@@ -12,7 +12,7 @@ from ..version import __version__
 from ..explore.fuzz import Shard
 from ..models import DEFAULT_IMPL
 from ..plan import Branch
-from ..runner.swarm import ENABLE, ENABLE_CHANCE, ENABLE_RATE, WORLDS
+from ..runner.swarm import DENSER_AT_MOST, ENABLE, ENABLE_CHANCE, ENABLE_RATE, WORLDS
 from ..text import parse_duration, shorten
 from .command import UsageError
 
@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--world", choices=tuple(WORLDS), metavar="SIZE",
                        help=f"run the scenario in a smaller world ({', '.join(WORLDS)}: at most "
                             + ", ".join(f"{c} clients, {j} jobs, {ms // 1000} s" for c, j, ms in WORLDS.values())
-                            + "), as the default campaign of a model of your own starts")
+                            + f"; as many faults as the full run, at most {DENSER_AT_MOST} times as dense), as "
+                            "the default campaign of a model of your own starts")
 
     def branch_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--branch", type=_branch, metavar="AT/DRAW",

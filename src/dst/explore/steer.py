@@ -17,7 +17,8 @@ turns too.
 
 A real service (a model of the asyncio mode, whose seeds cost a hundred times the seam's) starts small: its
 roster holds each scenario three times, in full and in a small and a medium world (fewer clients and jobs, a
-shorter run: :func:`~dst.runner.swarm.world`), and a seed's world is a function of its position. The first block
+shorter run with the faults the full one would meet: :func:`~dst.runner.swarm.world`), and a seed's world is a
+function of its position. The first block
 runs small worlds; the second small and medium ones, a round of each in turns; the third medium and full ones; from
 then on a round in four is small, one medium and two are full. Most findings are told by one or two clients in a
 few steps, and a small world's seed costs a tenth of a full one's, so the first findings come that much sooner,
