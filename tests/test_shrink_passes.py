@@ -157,3 +157,32 @@ def test_a_run_whose_draws_made_hundreds_of_faults_is_cut_before_they_are_writte
 
 def replay_digest(shrunk):  # type: ignore[no-untyped-def]
     return run(shrunk.scenario, shrunk.seed).digest
+
+
+def test_pauses_that_only_add_up_merge_into_one_where_merging_them_all_would_lose_the_gap_the_run_needs() -> None:
+    # A renewal answered in the 116 ms between two of c1's pauses is what the run needs (a slip written into the
+    # asyncio example, found in a small world): one pause over all three loses it, the two back to back are one.
+    from dst.explore.shrink import Shrinker
+
+    acquire = make_step(1, 0, "c1", "acquire", limit="db", slots=1, work=12_000)
+    pauses = [make_step(i, at, "c1", "pause", **{"for": lasts})
+              for i, (at, lasts) in enumerate(((12_000, 8_884), (21_000, 3_000), (24_000, 11_000)), 2)]
+    scenario = scripted(load_scenario(None), (acquire, *pauses))
+
+    class OnlyTheGapMatters(Shrinker):
+        tried: list[list[tuple[int, int]]] = []
+
+        def consider(self, candidate: Any) -> bool:
+            spans = [(s.at, s.at + s.arg("for")) for s in candidate.steps or () if s.action == "pause"]
+            self.tried.append(spans)
+            if spans != [(12_000, 20_884), (21_000, 35_000)]:
+                return False
+            self.best = candidate
+            return True
+
+    shrinker = OnlyTheGapMatters(scenario, 1, "single-executor")
+    shrinker.merge_faults()
+    assert shrinker.tried[0] == [(12_000, 35_000)]  # all of them first
+    assert shrinker.tried[1:] == [[(12_000, 24_000), (24_000, 35_000)],  # then each two next to each other
+                                  [(12_000, 20_884), (21_000, 35_000)]]
+    assert [s.action for s in shrinker.best.steps or ()] == ["acquire", "pause", "pause"]

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import attrs
 
@@ -319,7 +319,8 @@ class Shrinker:
 
     def merge_faults(self) -> None:
         """One fault for several, where the registry says one says it (a partition for the messages a client
-        lost, one pause for its pauses), spanning them all."""
+        lost, one pause for its pauses), spanning them all; else for two of them next to each other in time (a
+        client's work between two pauses may be what the run needs, where two others only add up)."""
         plan = self.best.steps or ()
         owner: dict[int | None, str] = {step.id: step.actor for step in plan}  # None: no step sent it
         groups: dict[tuple[str, str], list[Step]] = {}
@@ -337,11 +338,20 @@ class Shrinker:
                 continue
             kind, into = BY_NAME[name], next(k for k in FAULTS if k.action == BY_NAME[name].merges_into
                                              and k.target == "client")
-            start = min(step.at for step in group)
-            end = max(step.at + cast(int, step.arg(kind.duration_arg or "", 1)) for step in group)
-            merged = make_step(min(step.id for step in group), start, client, into.action,
-                               **{cast(str, into.duration_arg): end - start})
-            self.consider(self.with_steps([s for s in self.best.steps or () if s not in group] + [merged]))
+
+            def merge(steps: Sequence[Step]) -> bool:
+                start = min(step.at for step in steps)
+                end = max(step.at + cast(int, step.arg(kind.duration_arg or "", 1)) for step in steps)
+                merged = make_step(min(step.id for step in steps), start, client, into.action,
+                                   **{cast(str, into.duration_arg): end - start})
+                return self.consider(self.with_steps([s for s in self.best.steps or () if s not in steps] + [merged]))
+
+            in_time = sorted(group, key=lambda step: (step.at, step.id))
+            if merge(in_time) or len(group) == 2:
+                continue
+            for pair in zip(in_time, in_time[1:]):
+                if merge(pair):
+                    return  # the plan changed: the next round looks again
 
     def crash_sooner(self) -> None:
         """A client's crash (or restart) moved back to the start of the job it struck, right after that job's
