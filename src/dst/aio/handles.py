@@ -1,17 +1,37 @@
-"""The loop's handles: asyncio's, each with the process whose code scheduled it (:class:`~dst.aio.loop.Process`),
-made without asyncio's ``__init__`` (its debug lookup, and a class's Python ``__init__`` costs a call through C for
-every ready callback)."""
+"""The loop's handles: asyncio's, each with the process whose code scheduled it (:class:`Process`), made without
+asyncio's ``__init__`` (its debug lookup, and a class's Python ``__init__`` costs a call through C for every ready
+callback)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
-
-if TYPE_CHECKING:
-    from .loop import Process
+from typing import Any, Callable, TypeVar
 
 _H = TypeVar("_H", "Handle", "Timer")
+
+
+class Process:
+    """What the loop needs to know of a process: whether it is alive (its ``epoch``: a handle made in an older
+    one belongs to a process that died), whether it is paused, and where its frozen handles wait."""
+
+    __slots__ = ("name", "epoch", "paused_until", "frozen", "tasks", "on_crash", "settle", "at_await")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        # A fault aimed at the moment "await" strikes as the process next resumes from an await (its next
+        # callback): set while one is armed, so the loop pays one test per callback otherwise.
+        self.at_await: Callable[[], None] | None = None
+        self.epoch = 0
+        self.paused_until = -1
+        self.frozen: list[Any] = []  # handles due while paused, in the order they fell due
+        self.tasks: list[asyncio.Task[Any]] = []  # every task it started (kept: a dead one's code must not run at GC)
+        self.on_crash: list[Callable[[], None]] = []  # what dies with the process: open connections
+        self.settle: Callable[[], None] | None = None  # called after each of its callbacks (the server's checks)
+
+    async def round_trip(self) -> None:
+        """One store round trip: here, a plain yield (the server process draws a latency for it)."""
+        await asyncio.sleep(0)
 
 
 class Handle(asyncio.Handle):

@@ -27,7 +27,8 @@ from ..sim.kernel import Kernel
 from ..sim.network import Network
 from ..sim.store import RoundTrips
 from ..sim.trace import BOOT, OWN, RESPONSE, SENT, Event, background_key, check_loops, message_key
-from .loop import REQUEST, Loop, Process
+from .handles import Process
+from .loop import REQUEST, Loop
 from .observe import Observer, RunObserver
 from .wire import HttpRequest, HttpResponse, RemoteError
 

@@ -40,7 +40,7 @@ from typing import Any, Callable, Coroutine, Iterator, TypeVar
 from ..errors import ModelFault, Stalled
 from ..sim.kernel import Kernel, Pause, StopRun
 from ..sim.schedule import Strategy
-from .handles import Handle, Timer, make
+from .handles import Handle, Process, Timer, make
 from .tasks import NumberedFuture, NumberedTask, name_of
 from ..sandbox import VIRTUAL_EPOCH_MS as VIRTUAL_EPOCH_MS  # re-exported: the loop's wall clock reads it too
 from ..sandbox import _EXECUTOR, Refusal, refusal
@@ -51,29 +51,6 @@ T = TypeVar("T")
 REQUEST: contextvars.ContextVar[int] = contextvars.ContextVar("dst_request", default=0)
 """The key of the request (or background job) the running code works for: keys its random draws."""
 
-
-
-class Process:
-    """What the loop needs to know of a process: whether it is alive (its ``epoch``: a handle made in an older
-    one belongs to a process that died), whether it is paused, and where its frozen handles wait."""
-
-    __slots__ = ("name", "epoch", "paused_until", "frozen", "tasks", "on_crash", "settle", "at_await")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        # A fault aimed at the moment "await" strikes as the process next resumes from an await (its next
-        # callback): set while one is armed, so the loop pays one test per callback otherwise.
-        self.at_await: Callable[[], None] | None = None
-        self.epoch = 0
-        self.paused_until = -1
-        self.frozen: list[Any] = []  # handles due while paused, in the order they fell due
-        self.tasks: list[asyncio.Task[Any]] = []  # every task it started (kept: a dead one's code must not run at GC)
-        self.on_crash: list[Callable[[], None]] = []  # what dies with the process: open connections
-        self.settle: Callable[[], None] | None = None  # called after each of its callbacks (the server's checks)
-
-    async def round_trip(self) -> None:
-        """One store round trip: here, a plain yield (the server process draws a latency for it)."""
-        await asyncio.sleep(0)
 
 
 # Typed as Any: asyncio's stubs spell each method's overloads, which the refusals below answer alike.

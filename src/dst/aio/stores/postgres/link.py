@@ -19,7 +19,8 @@ from . import wire
 from .clockwords import virtual_time
 
 if TYPE_CHECKING:
-    from ...loop import Loop, Process
+    from ...handles import Process
+    from ...loop import Loop
 
 # What a reply ends with, by the client's message: each ends one entry of the queue of what the client is owed.
 _ENDS = {ord("P"): b"1", ord("B"): b"2", ord("C"): b"3", ord("E"): b"CIs", ord("S"): b"Z", ord("F"): b"Z"}

@@ -21,7 +21,8 @@ from typing import Any, Callable, Literal
 
 from ....sandbox import VIRTUAL_EPOCH_MS, real, run_seed
 from ...host import Server as _HostServer
-from ...loop import Loop, Process
+from ...handles import Process
+from ...loop import Loop
 from . import embedded, wire
 from ..servers import Servers
 from .link import TIMEOUT_ERRORS, Link

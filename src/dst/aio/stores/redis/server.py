@@ -14,7 +14,8 @@ import attrs
 
 from ....sandbox import VIRTUAL_EPOCH_MS
 from ...host import Server as _HostServer
-from ...loop import Loop, Process
+from ...handles import Process
+from ...loop import Loop
 from ..servers import Servers, forget_crash
 from .commands import _FakeServer, _Parked, _Socket
 
