@@ -1,6 +1,6 @@
 """The simpler forms the minimizer tries of a plan's steps and of a scenario's environment: a client folded into
-another, a step's durations shortened, the network and the store made plain; and which steps are a client's
-faults, its deaths, the job a fault strikes."""
+another, a client's faults merged into one, a step's durations shortened, the network and the store made plain;
+and which steps are a client's faults, its deaths, the job a fault strikes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any, Callable, Iterator, cast
 
 import attrs
 
-from ..faults import fault_of
-from ..plan import ACTIONS, Step
+from ..faults import BY_NAME, FAULTS, fault_of
+from ..plan import ACTIONS, Step, is_client, make_step
 from ..scenario import Scenario
+from ..sim.trace import parse_key, step_of
 
 
 def folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
@@ -32,6 +33,39 @@ def folded(steps: tuple[Step, ...], gone: str, into: str) -> list[Step]:
         else:
             out.append(step)
     return out
+
+
+def merges(plan: tuple[Step, ...]) -> Iterator[list[tuple[tuple[Step, ...], Step]]]:
+    """For each client's faults of a kind the registry says one fault says (a partition for the messages it lost,
+    one pause for its pauses), the steps to replace and the one fault spanning them: all of them first, then each
+    two next to each other in time (the client's work between two pauses may be what the run needs, where two
+    others only add up)."""
+    owner: dict[int | None, str] = {step.id: step.actor for step in plan}  # None: no step sent it
+    groups: dict[tuple[str, str], list[Step]] = {}
+    for step in plan:
+        kind = fault_of(step)
+        if kind is None or not kind.merges_into or step.arg("moment") is not None:
+            continue
+        # Whose fault: the client it struck, or for a message the client of the step that sent it.
+        client = step.actor if kind.target == "client" else \
+            owner.get(step_of(parse_key(cast(str, step.arg("message")))), "")
+        if is_client(client):
+            groups.setdefault((client, kind.name), []).append(step)
+    for (client, name), group in sorted(groups.items()):
+        if len(group) < 2:
+            continue
+        kind = BY_NAME[name]
+        into = next(k for k in FAULTS if k.action == kind.merges_into and k.target == "client")
+
+        def spanning(steps: tuple[Step, ...]) -> Step:
+            start = min(step.at for step in steps)
+            end = max(step.at + cast(int, step.arg(kind.duration_arg or "", 1)) for step in steps)
+            return make_step(min(step.id for step in steps), start, client, into.action,
+                             **{cast(str, into.duration_arg): end - start})
+
+        in_time = tuple(sorted(group, key=lambda step: (step.at, step.id)))
+        sets = [in_time] + (list(zip(in_time, in_time[1:])) if len(in_time) > 2 else [])
+        yield [(steps, spanning(steps)) for steps in sets]
 
 
 def job_at(steps: tuple[Step, ...], actor: str, at: int) -> Step | None:

@@ -43,19 +43,18 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Any, Callable, Iterable, Sequence, cast
+from typing import Any, Callable, Iterable, cast
 
 import attrs
 
 from ..errors import UserError
-from ..faults import BY_NAME, FAULTS, fault_of, is_pinned
-from ..plan import ACTIONS, Step, is_client, make_step, sort_steps
+from ..faults import FAULTS, fault_of, is_pinned
+from ..plan import ACTIONS, Step, is_client, sort_steps
 from ..invariants import shape
-from ..sim.trace import parse_key, step_of
 from ..runner import RunResult, real_service, run
 from ..runner.watchdog import known_stall
 from ..scenario import Scenario, scripted
-from .candidates import client_death, folded, job_at, plainer, shorter_steps, what
+from .candidates import client_death, folded, job_at, merges, plainer, shorter_steps, what
 from .follow import followed
 from .isolate import warm
 from .snapshot import Snapshots
@@ -318,40 +317,17 @@ class Shrinker:
                     return
 
     def merge_faults(self) -> None:
-        """One fault for several, where the registry says one says it (a partition for the messages a client
-        lost, one pause for its pauses), spanning them all; else for two of them next to each other in time (a
-        client's work between two pauses may be what the run needs, where two others only add up)."""
-        plan = self.best.steps or ()
-        owner: dict[int | None, str] = {step.id: step.actor for step in plan}  # None: no step sent it
-        groups: dict[tuple[str, str], list[Step]] = {}
-        for step in plan:
-            kind = fault_of(step)
-            if kind is None or not kind.merges_into or step.arg("moment") is not None:
+        """One fault for several (:func:`~.candidates.merges`): all of a client's of a kind first; where that no
+        longer violates, two next to each other in time."""
+        for (whole, one), *pairs in merges(self.best.steps or ()):
+            if self._replaced(whole, one):
                 continue
-            # Whose fault: the client it struck, or for a message the client of the step that sent it.
-            client = step.actor if kind.target == "client" else \
-                owner.get(step_of(parse_key(cast(str, step.arg("message")))), "")
-            if is_client(client):
-                groups.setdefault((client, kind.name), []).append(step)
-        for (client, name), group in sorted(groups.items()):
-            if len(group) < 2:
-                continue
-            kind, into = BY_NAME[name], next(k for k in FAULTS if k.action == BY_NAME[name].merges_into
-                                             and k.target == "client")
-
-            def merge(steps: Sequence[Step]) -> bool:
-                start = min(step.at for step in steps)
-                end = max(step.at + cast(int, step.arg(kind.duration_arg or "", 1)) for step in steps)
-                merged = make_step(min(step.id for step in steps), start, client, into.action,
-                                   **{cast(str, into.duration_arg): end - start})
-                return self.consider(self.with_steps([s for s in self.best.steps or () if s not in steps] + [merged]))
-
-            in_time = sorted(group, key=lambda step: (step.at, step.id))
-            if merge(in_time) or len(group) == 2:
-                continue
-            for pair in zip(in_time, in_time[1:]):
-                if merge(pair):
+            for steps, one in pairs:
+                if self._replaced(steps, one):
                     return  # the plan changed: the next round looks again
+
+    def _replaced(self, steps: tuple[Step, ...], one: Step) -> bool:
+        return self.consider(self.with_steps([s for s in self.best.steps or () if s not in steps] + [one]))
 
     def crash_sooner(self) -> None:
         """A client's crash (or restart) moved back to the start of the job it struck, right after that job's

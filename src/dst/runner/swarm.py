@@ -136,7 +136,7 @@ def world(scenario: Scenario, size: str) -> Scenario:
     step = run.granularity
     duration = max(step, longest // step * step)
     share = min(1.0, duration / run.duration)  # of the run submissions spread over the active phase
-    denser = min(float(DENSER_AT_MOST), run.duration / duration) if duration < run.duration else 1.0
+    denser = min(DENSER_AT_MOST, 1 / share)  # the faults the whole run would meet, in the part of it kept
     faults = attrs.evolve(scenario.faults, **{kind: attrs.evolve(fault, rate=min(MAX_RATE, fault.rate * denser))
                                               for kind, fault in scenario.faults.kinds() if fault.rate})
     smaller = attrs.evolve(
