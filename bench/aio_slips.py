@@ -83,12 +83,14 @@ SLIPS: tuple[Slip, ...] = (
          "the reaper deletes an expired lease but does not give its slots back: a holder that crashed strands its "
          "slot for good"),
     Slip("renew-stamped-before-the-lock", "store.py",
-         "        async with self.transaction() as db:\n            # Stamped once the write lock is ours",
-         "        expires_at = time.time() + ttl\n        async with self.transaction() as db:\n"
-         "            # Stamped once the write lock is ours", 3,
-         "renewal stamps the new expiry before it waits for the write lock, not after: of a renewal and its retry, "
-         "the one stamped first may write last, and the expiry moves back (rare: the retry must race the original "
-         "for the lock, behind a transaction slow enough to time the original out)"),
+         "        async with self.transaction() as db:\n"
+         "            # Stamped once the write lock is ours: of two renewals at once (a retry beside the original), the one\n"
+         "            # that writes last stamps last, so the expiry never moves back.\n"
+         "            expires_at = time.time() + ttl\n",
+         "        expires_at = time.time() + ttl\n        async with self.transaction() as db:\n", 2,
+         "renewal stamps the new expiry before it takes the write lock, not after: a renewal whose first round trip "
+         "is slow times out, its retry stamps later and writes first, and the original's earlier expiry lands last "
+         "(the expiry moves back)"),
 )
 
 

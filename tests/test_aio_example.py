@@ -162,3 +162,19 @@ def test_every_shipped_scenario_of_a_default_campaign_has_a_command_that_runs_it
     scenario = next(s for s in shipped if s.name == "reaper-no-recheck, aimed")
     assert main([*command.split()[1:], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["trace_digest"] == run(swarm(scenario, 3), 3).digest
+
+
+def test_the_slips_benchmark_still_edits_the_service():
+    """bench/aio_slips.py writes each slip into a copy of this example by replacing a piece of its code: each piece
+    must still be there (every place it is: reap-ahead edits the reaper's read and its re-check), or the benchmark
+    measures another program than it says."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("aio_slips", ROOT / "bench" / "aio_slips.py")
+    assert spec is not None and spec.loader is not None
+    slips = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(slips)
+    for slip in slips.SLIPS:
+        text = (EXAMPLE / "service" / slip.file).read_text()
+        assert slip.old in text, slip.slug
+        compile(text.replace(slip.old, slip.new), slip.file, "exec")
