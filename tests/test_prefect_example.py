@@ -86,3 +86,20 @@ def test_a_seed_forked_from_a_warm_worker_does_not_run_the_migrations_again() ->
     built = settings.template()
     assert forked(settings.template) == built
     assert forked(lambda: run(scenario("quiet"), 1).digest) == run(scenario("quiet"), 1).digest
+
+
+def test_a_second_process_copies_the_template_the_first_migrated() -> None:
+    # The migrations cost about 5 CPU s of a process that runs one seed (dst run, dst replay, a campaign's start): the
+    # template is kept in dst's cache folder, and a process after the first never runs them.
+    import subprocess
+    import sys
+
+    from examples.prefect_limits import settings
+
+    built = settings.template()
+    code = ("from examples.prefect_limits import settings\n"
+            "def refuse(*args, **kwargs): raise AssertionError('migrated again')\n"
+            "settings.migrate = refuse\n"
+            "print(settings.template())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == built

@@ -7,19 +7,22 @@ what is the same for every run is set in the environment before Prefect is impor
 settings context of its own (:func:`use`) naming its own folder: runs in any process, forked from one that already
 imported Prefect or not, never share a file.
 
-The schema is built once per process by Prefect's own migrations (alembic, as ``prefect server start`` does),
-outside any simulated run, and each run copies it (the SQLite file; on PostgreSQL, a database made from the
-template the migrations built): no run pays for migrations.
+The schema is built by Prefect's own migrations (alembic, as ``prefect server start`` does), outside any simulated
+run, and each run copies it: the SQLite file, built once per machine and kept in dst's cache folder; on PostgreSQL, a
+database made from the template the migrations built once per process. No run pays for migrations.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
 import sys
 import tempfile
 from typing import Callable
+
+from dst import aio
 
 if "prefect" in sys.modules:
     raise RuntimeError("examples.prefect_limits must be imported before prefect: Prefect freezes its settings at "
@@ -152,23 +155,37 @@ def migrate_postgres(dsn: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-_template: str | None = None  # the file template() built (or the parent's, in a forked child: runs only copy it)
-
-
 def template() -> str:
-    """The SQLite database with Prefect's schema, built by its own migrations the first time this process (or the
-    process it was forked from: a campaign's workers) asks."""
-    global _template
-    if _template is None or not os.path.exists(_template):
-        import sqlite3
+    """The SQLite database with Prefect's schema, built by its own migrations once per machine (per Prefect version
+    and set of migrations) and kept in dst's cache folder (``dst.aio.cached_file``): a campaign's workers, the seeds
+    they fork, ``dst run`` and ``dst shrink`` copy it, and only the first process ever pays for the migrations."""
+    return aio.cached_file("prefect-template.db", _schema_key(), _migrate_into)
 
-        done = os.path.join(FOLDER, f"template-{os.getpid()}.db")  # forked processes share FOLDER: a name each
-        folder = tempfile.mkdtemp(dir=FOLDER)
+
+@functools.cache  # asked at every run's build
+def _schema_key() -> str:
+    """What the template's content depends on: Prefect's migrations (its version, and the revisions it ships, for an
+    install from a checkout) and the libraries that run them."""
+    import sqlite3
+    from importlib.metadata import version
+
+    import prefect
+
+    revisions = os.path.join(os.path.dirname(prefect.__file__), "server", "database", "_migrations", "versions",
+                             "sqlite")
+    libraries = " ".join(f"{name} {version(name)}" for name in ("prefect", "sqlalchemy", "alembic", "aiosqlite"))
+    return f"{libraries}; sqlite {sqlite3.sqlite_version}; revisions {' '.join(sorted(os.listdir(revisions)))}"
+
+
+def _migrate_into(path: str) -> None:
+    import sqlite3
+
+    folder = tempfile.mkdtemp(dir=FOLDER)
+    try:
         migrate(folder)
         conn = sqlite3.connect(database(folder))
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the one file the runs copy
         conn.close()
-        os.replace(database(folder), done)
+        os.replace(database(folder), path)
+    finally:
         shutil.rmtree(folder, ignore_errors=True)
-        _template = done
-    return _template

@@ -31,6 +31,7 @@ from ..sim.kernel import Kernel
 from ..sim.rng import Streams
 from ..sim.schedule import strategy
 from .anyio_order import scopes_in_order
+from .cache import cache_folder, cached_file
 from .loop import VIRTUAL_EPOCH_MS, Loop
 from .observe import LeaseRow, LeaseTable, RunRow, RunTable
 from .wire import HttpRequest, HttpResponse, RemoteError
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["System", "run", "call", "http", "transport", "work", "moment", "background", "round_trip", "on_crash", "process_name", "lifespan",
-           "virtual_ms", "LeaseRow", "LeaseTable", "RunRow", "RunTable", "RemoteError", "HttpRequest", "HttpResponse", "VIRTUAL_EPOCH_MS"]
+           "virtual_ms", "cached_file", "cache_folder", "LeaseRow", "LeaseTable", "RunRow", "RunTable", "RemoteError", "HttpRequest", "HttpResponse", "VIRTUAL_EPOCH_MS"]
 
 T = TypeVar("T")
 

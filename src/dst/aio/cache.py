@@ -1,0 +1,71 @@
+"""What an adapter's build makes once per machine, not once per process: a template database its migrations built.
+
+A campaign's workers, ``dst run``, ``dst replay``, ``dst shrink`` and each test process start cold, and a schema a
+migration tool builds (Prefect's: about 5 CPU s) comes out the same in each. :func:`cached_file` keeps such a file in
+dst's cache folder under a key naming everything its content depends on, and hands every process after the first
+its path; within a process (and its forks) it asks the disk nothing more than whether the file is still there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+_made: dict[tuple[str, str], str] = {}  # (name, key) -> the path: forks inherit it
+_scratch: str | None = None  # where files go when the cache folder cannot be written: this process's, removed at exit
+
+
+def cache_folder() -> Path:
+    """Where :func:`cached_file` keeps its files: ``$DST_CACHE``, else ``$XDG_CACHE_HOME/dst``, else ``~/.cache/dst``
+    (delete it at will: what is missing is made again)."""
+    explicit = os.environ.get("DST_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dst"
+
+
+def cached_file(name: str, key: str, make: Callable[[str], None]) -> str:
+    """The path of the file ``make(path)`` writes at ``path``, made the first time a process of this machine asks
+    for ``name`` under ``key`` and kept in :func:`cache_folder` for every one after (``name`` gives the file's name
+    and suffix: ``"prefect-template.db"``). ``key`` must name all its content depends on (the library's version,
+    its migrations' revisions, the database library's version): a file made under another key is never handed out.
+    Copy the file into the run's folder; never write to it. ``make`` runs outside any simulated run; what it
+    raises is raised here, and nothing is kept. Two processes that make it at once each publish a whole file (an
+    atomic rename), and either's is the other's."""
+    memo = _made.get((name, key))
+    if memo is not None and os.path.exists(memo):
+        return memo
+    stem, suffix = os.path.splitext(name)
+    digest = hashlib.sha256(f"{name}\0{key}".encode()).hexdigest()[:16]
+    try:
+        folder = cache_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        building = tempfile.mkdtemp(prefix=f".{stem}-", dir=folder)
+    except OSError:  # a read-only home, a path that is a file: this process keeps its own copy
+        folder = Path(_process_scratch())
+        building = tempfile.mkdtemp(prefix=f".{stem}-", dir=folder)
+    path = str(folder / f"{stem}-{digest}{suffix}")
+    try:
+        if not os.path.exists(path):
+            made = os.path.join(building, name)
+            make(made)
+            if not os.path.exists(made):
+                raise FileNotFoundError(f"dst.aio.cached_file({name!r}): make() wrote nothing at {made}")
+            os.replace(made, path)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    _made[name, key] = path
+    return path
+
+
+def _process_scratch() -> str:
+    global _scratch
+    if _scratch is None or not os.path.isdir(_scratch):
+        _scratch = tempfile.mkdtemp(prefix="dst-cache-")
+        atexit.register(shutil.rmtree, _scratch, True)
+    return _scratch
