@@ -87,15 +87,21 @@ def test_the_folder_follows_the_environment(tmp_path: Path, monkeypatch: pytest.
     assert aio.cache_folder() == tmp_path / "home" / ".cache" / "dst"
 
 
-def test_two_processes_made_at_once_each_publish_a_whole_file(_own_cache: Path) -> None:
-    # Both make it (neither sees the other's yet); each renames a whole file into place, and both name the same path.
-    code = ("import sys, time; from pathlib import Path; from dst import aio\n"
+@pytest.mark.parametrize("make", [
+    "Path(path).write_bytes(b'x' * 100000)",
+    "Path(path).mkdir(); (Path(path) / 'data').write_bytes(b'x' * 100000)",  # a folder (dst's PostgreSQL cluster)
+], ids=["file", "folder"])
+def test_two_processes_made_at_once_each_publish_a_whole_one(_own_cache: Path, make: str) -> None:
+    # Both make it (neither sees the other's yet); each publishes a whole one by a rename, and both name the same path.
+    code = ("import sys, time; from pathlib import Path; from dst.aio import cache\n"
             "def make(path):\n"
-            "    time.sleep(0.3); Path(path).write_bytes(b'x' * 100000)\n"
-            "print(aio.cached_file('t.db', 'k', make))")
+            f"    time.sleep(0.3); {make}\n"
+            "print(cache.cached('t.db', 'k', make))")
     env = {**os.environ, "DST_CACHE": str(_own_cache)}
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]
     paths = {p.communicate()[0].strip() for p in procs}
-    assert len(paths) == 1 and Path(paths.pop()).read_bytes() == b"x" * 100000
+    assert len(paths) == 1 and all(p.returncode == 0 for p in procs)
+    made = Path(paths.pop())
+    assert (made / "data" if made.is_dir() else made).read_bytes() == b"x" * 100000
     assert len(os.listdir(_own_cache)) == 1

@@ -477,3 +477,20 @@ def test_the_correct_service_keeps_to_its_limit_under_contention() -> None:
     result = run(load_scenario(os.path.join(ROOT, "examples", "pg_limits", "scenarios", "default.toml")), 2)
     assert result.violation is None, result.violation
     assert time.perf_counter() - started < 120
+
+
+def test_a_process_after_the_first_starts_its_server_without_initdb() -> None:
+    # initdb costs about 0.9 s of a process that runs one seed (dst run, each test process, each campaign): its
+    # cluster is made once per machine, and each server starts on a copy of it.
+    from dst.aio.stores.postgres import embedded
+
+    embedded.postmaster()  # this process's: the cluster is in the cache by now
+    code = ("from dst.aio.stores.postgres import embedded\n"
+            "run = embedded.Postmaster._run\n"
+            "def refuse(self, *args):\n"
+            "    assert args[0] != 'initdb', 'initdb ran again'\n"
+            "    return run(self, *args)\n"
+            "embedded.Postmaster._run = refuse\n"
+            "print(embedded.postmaster().control.query('SELECT 41 + 1'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and "42" in done.stdout, done.stderr[-2000:]

@@ -37,6 +37,12 @@ def cached_file(name: str, key: str, make: Callable[[str], None]) -> str:
     Copy the file into the run's folder; never write to it. ``make`` runs outside any simulated run; what it
     raises is raised here, and nothing is kept. Two processes that make it at once each publish a whole file (an
     atomic rename), and either's is the other's."""
+    return cached(name, key, make)
+
+
+def cached(name: str, key: str, make: Callable[[str], None]) -> str:
+    """:func:`cached_file`, for a file or a folder ``make`` makes at ``path`` (a folder: dst's PostgreSQL cluster as
+    initdb left it)."""
     memo = _made.get((name, key))
     if memo is not None and os.path.exists(memo):
         return memo
@@ -56,7 +62,11 @@ def cached_file(name: str, key: str, make: Callable[[str], None]) -> str:
             make(made)
             if not os.path.exists(made):
                 raise FileNotFoundError(f"dst.aio.cached_file({name!r}): make() wrote nothing at {made}")
-            os.replace(made, path)
+            try:
+                os.replace(made, path)
+            except OSError:  # a folder another process published first: theirs is as good
+                if not os.path.isdir(path):
+                    raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
     _made[name, key] = path

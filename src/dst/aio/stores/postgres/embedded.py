@@ -1,7 +1,8 @@
 """The PostgreSQL server the runs of one worker process share: found (of pgserver's binaries and the system's, the
 install with the most extensions: contrib's, such as pg_trgm, come with a system's PostgreSQL, not with pgserver),
-started once, lazily, on a unix socket in a folder of its own, and stopped when the process exits; databases made for
-each run from a template that holds a schema (made once per schema), and dropped after.
+started once, lazily, on a unix socket in a folder of its own (a copy of the cluster initdb made once per machine,
+kept in dst's cache folder), and stopped when the process exits; databases made for each run from a template that
+holds a schema (made once per schema), and dropped after.
 
 PostgreSQL will not run as root: as root, initdb and the server run as an unprivileged user (``nobody``), whose
 folder it is. Settings: no TCP, autovacuum and the timers dst does not drive off (``deadlock_timeout`` a day: dst
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ....sandbox import real
+from ...cache import cached
 from .clockwords import virtual_time
 from .wire import Control, PgError, literal
 
@@ -79,6 +81,9 @@ SEARCH_PATH = "dst_clock, pg_catalog"  # put ahead of a path a session sets
 # The database's own path: what it creates goes where it would ("$user", else public), and a function is found in
 # dst's clock ahead of pg_catalog (unless public has one of the same name).
 DATABASE_PATH = f'"$user", public, {SEARCH_PATH}'
+
+
+INITDB = ("-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
 
 
 class Unavailable(RuntimeError):
@@ -155,6 +160,8 @@ class Postmaster:
         self.templates: dict[tuple[str, object], str] = {}  # (schema, what setup is known as) -> its template
         self.made = 0
         self.user: dict[str, Any] = {}
+        built = os.stat(binaries / "postgres")  # the cluster initdb makes depends on the install and the flags alone
+        self.cluster = f"initdb {' '.join(INITDB)} of {binaries} ({built.st_size} bytes, {built.st_mtime_ns})"
         if os.geteuid() == 0:  # PostgreSQL refuses root: initdb and the server run as nobody, in nobody's folder
             who = pwd.getpwnam("nobody")
             self.user = {"user": who.pw_uid, "group": who.pw_gid, "extra_groups": []}
@@ -188,9 +195,18 @@ class Postmaster:
             last = (done.stderr or done.stdout).strip().splitlines()
             raise Unavailable(f"{args[0]} failed: {last[-1] if last else f'exit {done.returncode}'}")
 
+    def _initdb(self, path: str) -> None:
+        made = self.root / "initdb"  # where the server's user may write (nobody, as root)
+        self._run("initdb", "-D", str(made), *INITDB)
+        shutil.move(made, path)
+
     def _start(self) -> None:
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C",
-                  "--no-sync", "--no-instructions")
+        # initdb (about 0.9 s) once per machine; each process's server runs on a copy of its cluster
+        shutil.copytree(cached("postgres-cluster", self.cluster, self._initdb), self.data, symlinks=True)
+        if self.user:
+            for folder, _, files in os.walk(self.data):
+                for name in (folder, *(os.path.join(folder, file) for file in files)):
+                    os.chown(name, self.user["user"], self.user["group"])
         options: list[str] = []
         for key, value in SETTINGS.items():
             options += ["-c", f"{key}={value}"]
