@@ -494,3 +494,52 @@ def test_a_process_after_the_first_starts_its_server_without_initdb() -> None:
             "print(embedded.postmaster().control.query('SELECT 41 + 1'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and "42" in done.stdout, done.stderr[-2000:]
+
+
+_KEPT_SETUP = """
+import asyncio, sys
+import asyncpg
+from dst import aio
+from dst.aio import stores
+
+ran = []
+
+def migrate(dsn):
+    ran.append(dsn)
+    async def go():
+        con = await asyncpg.connect(dsn)
+        await con.execute("CREATE TABLE made (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), "
+                          "at timestamptz NOT NULL DEFAULT now(), n int); INSERT INTO made (n) VALUES (0)")
+        await con.close()
+    asyncio.run(go())
+
+async def main(db):
+    con = await asyncpg.connect(db.dsn)
+    await asyncio.sleep(2.5)
+    return [str(v) for v in await con.fetchrow("INSERT INTO made (n) VALUES (1) RETURNING id, at")]
+
+db = stores.postgres.Server("pg", setup=migrate, setup_key=sys.argv[1])
+with stores.postgres.installed():
+    inserted = aio.run(main(db), seed=1)
+print(len(ran), db.rows("SELECT count(*) FROM made"), inserted)
+"""
+
+
+@pytest.mark.slow
+def test_a_setup_with_a_key_runs_once_per_machine_and_its_restored_template_runs_the_same(tmp_path: Any) -> None:
+    # Prefect's migrations on PostgreSQL cost 1.3 CPU s of each process; with a key, the first process's template
+    # is dumped into dst's cache and the next ones restore it: the same schema, rows, defaults and run.
+    env = {**os.environ, "DST_CACHE": str(tmp_path)}
+
+    def process(key: str) -> str:
+        done = subprocess.run([sys.executable, "-c", _KEPT_SETUP, key], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    first, second = process("v1"), process("v1")
+    assert first.startswith("1 ") and second.startswith("0 ")  # the migration ran in the first process alone
+    assert first[2:] == second[2:] and "[('2',)]" in first  # its row kept, the run's uuid and clock the same
+    (dump,) = tmp_path.glob("postgres-template-*.dump")
+    dump.write_bytes(b"not a dump")  # a dump that does not restore is made again, and the process goes on
+    assert process("v1") == first and process("v1") == second
+    assert process("v2") == first  # another key: another template

@@ -106,6 +106,7 @@ class RunDatabase:
         if options.database == "postgres":
             isolation = None if options.isolation == "read committed" else options.isolation
             self.server = stores.postgres.Server("prefect-db", setup=settings.migrate_postgres,
+                                                 setup_key=settings.schema_key("postgresql"),
                                                  isolation=isolation)  # type: ignore[arg-type]
             self.url = settings.postgres(self.server.dsn)
             server.force_read_committed(isolation is None)

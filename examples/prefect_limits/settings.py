@@ -9,7 +9,8 @@ imported Prefect or not, never share a file.
 
 The schema is built by Prefect's own migrations (alembic, as ``prefect server start`` does), outside any simulated
 run, and each run copies it: the SQLite file, built once per machine and kept in dst's cache folder; on PostgreSQL, a
-database made from the template the migrations built once per process. No run pays for migrations.
+database made from the template the migrations built (once per machine too: dst keeps a dump of it, restored in every
+process after the first). No run pays for migrations.
 """
 
 from __future__ import annotations
@@ -159,21 +160,29 @@ def template() -> str:
     """The SQLite database with Prefect's schema, built by its own migrations once per machine (per Prefect version
     and set of migrations) and kept in dst's cache folder (``dst.aio.cached_file``): a campaign's workers, the seeds
     they fork, ``dst run`` and ``dst shrink`` copy it, and only the first process ever pays for the migrations."""
-    return aio.cached_file("prefect-template.db", _schema_key(), _migrate_into)
+    return aio.cached_file("prefect-template.db", schema_key("sqlite"), _migrate_into)
 
 
 @functools.cache  # asked at every run's build
-def _schema_key() -> str:
-    """What the template's content depends on: Prefect's migrations (its version, and the revisions it ships, for an
-    install from a checkout) and the libraries that run them."""
+def schema_key(dialect: str) -> str:
+    """What the schema Prefect's migrations build on ``dialect`` (``sqlite``, ``postgresql``) depends on: its
+    migrations (Prefect's version, and the revisions it ships, for an install from a checkout) and the libraries
+    that run them."""
     import sqlite3
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
     import prefect
 
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "none"
+
     revisions = os.path.join(os.path.dirname(prefect.__file__), "server", "database", "_migrations", "versions",
-                             "sqlite")
-    libraries = " ".join(f"{name} {version(name)}" for name in ("prefect", "sqlalchemy", "alembic", "aiosqlite"))
+                             dialect)
+    libraries = " ".join(f"{name} {installed(name)}" for name in ("prefect", "sqlalchemy", "alembic", "aiosqlite",
+                                                                  "asyncpg"))
     return f"{libraries}; sqlite {sqlite3.sqlite_version}; revisions {' '.join(sorted(os.listdir(revisions)))}"
 
 

@@ -86,6 +86,10 @@ DATABASE_PATH = f'"$user", public, {SEARCH_PATH}'
 INITDB = ("-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
 
 
+class _ToolFailed(Exception):
+    """pg_dump or pg_restore failed: the template is made by its setup, as without a key."""
+
+
 class Unavailable(RuntimeError):
     """No PostgreSQL server can start here: one line that says why."""
 
@@ -232,9 +236,10 @@ class Postmaster:
                 raise Unavailable("postgres did not accept connections within 60 s")
             time.sleep(0.02)
 
-    def template(self, schema: str, setup: Callable[[str], None] | None = None) -> str:
+    def template(self, schema: str, setup: Callable[[str], None] | None = None, setup_key: str | None = None) -> str:
         """The template database holding dst's clock, ``schema`` and what ``setup`` makes (given the template's DSN:
-        a migration tool's run, say); both run once here, at the template's first use."""
+        a migration tool's run, say); both run once here, at the template's first use. With a ``setup_key``, once
+        per machine: a process after the first restores what the first one dumped."""
         key = (schema, _known_as(setup))
         name = self.templates.get(key)
         if name is None:
@@ -244,31 +249,67 @@ class Postmaster:
             self.control.query(f"DROP DATABASE IF EXISTS {name}")
             self.control.query(f"CREATE DATABASE {name}")
             self.control.query(f"ALTER DATABASE {name} SET search_path = {DATABASE_PATH}")
-            made = Control(self.path, name)
             try:
-                made.query(CLOCK_SQL)
-                if schema.strip():
-                    made.query(f"SET search_path = {DATABASE_PATH}; {virtual_time(schema)}")
-                made.close()
-                if setup is not None:
-                    setup(f"postgresql://postgres@/{name}?host={self.socket_dir}")
-                    # what setup left connected would keep the template from being copied
-                    self.control.query(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
-                                       f"{literal(name)} AND pid <> pg_backend_pid()")
-            except PgError as e:
-                made.close()
-                self.control.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-                raise ValueError(f"dst.aio.stores.postgres: the schema failed: {e}") from None
+                if setup is None or setup_key is None or not (self.bin / "pg_restore").exists():
+                    self._fill(name, schema, setup)
+                else:
+                    self._fill_or_restore(name, schema, setup, setup_key)
             except BaseException:
-                made.close()
                 self.control.query(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
                 raise
             self.templates[key] = name
         return name
 
-    def database(self, schema: str, isolation: str | None, setup: Callable[[str], None] | None = None) -> str:
+    def _fill(self, name: str, schema: str, setup: Callable[[str], None] | None) -> None:
+        made = Control(self.path, name)
+        try:
+            made.query(CLOCK_SQL)
+            if schema.strip():
+                made.query(f"SET search_path = {DATABASE_PATH}; {virtual_time(schema)}")
+        except PgError as e:
+            raise ValueError(f"dst.aio.stores.postgres: the schema failed: {e}") from None
+        finally:
+            made.close()
+        if setup is not None:
+            setup(f"postgresql://postgres@/{name}?host={self.socket_dir}")
+            # what setup left connected would keep the template from being copied
+            self.control.query(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+                               f"{literal(name)} AND pid <> pg_backend_pid()")
+
+    def _fill_or_restore(self, name: str, schema: str, setup: Callable[[str], None], setup_key: str) -> None:
+        """The template from the dump the first process of the machine made of its own (running ``setup``)."""
+        built = False
+
+        def build(path: str) -> None:
+            nonlocal built
+            self._fill(name, schema, setup)
+            built = True
+            with open(path, "wb") as out:  # written here: the tool may run as nobody, who cannot reach the cache
+                self._tool("pg_dump", "--format=custom", "--dbname", name, stdout=out)
+
+        for _ in range(2):
+            try:
+                dump = cached("postgres-template.dump", f"{self.cluster}\0{schema}\0{setup_key}", build)
+                if not built:
+                    with open(dump, "rb") as data:
+                        self._tool("pg_restore", "--single-transaction", "--dbname", name, stdin=data)
+                return
+            except _ToolFailed:
+                if built:
+                    return  # pg_dump failed: the template is this process's own, as without a key
+                os.remove(dump)  # a dump that does not restore (in one transaction: nothing of it is left) is made again
+
+    def _tool(self, tool: str, *args: str, **streams: Any) -> None:
+        """One of the server's client tools on this server; raises :class:`_ToolFailed`."""
+        done = subprocess.run([str(self.bin / tool), "--host", self.socket_dir, "--username", "postgres", *args],
+                              stderr=subprocess.PIPE, **streams, **self.user)
+        if done.returncode != 0:
+            raise _ToolFailed(tool)
+
+    def database(self, schema: str, isolation: str | None, setup: Callable[[str], None] | None = None,
+                 setup_key: str | None = None) -> str:
         """A fresh database, a copy of the template of ``schema`` and ``setup``."""
-        template = self.template(schema, setup)
+        template = self.template(schema, setup, setup_key)
         self.made += 1
         name = f"dst_{os.getpid()}_{self.made}"
         settings = f"SET search_path = {DATABASE_PATH}"

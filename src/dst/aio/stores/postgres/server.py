@@ -42,6 +42,9 @@ class Server:
     """A PostgreSQL database beside the service, made by an adapter's ``build(env)``: a fresh copy, for this run, of
     a template holding ``schema`` (SQL run once per worker process) and what ``setup`` makes there (a callable given
     the template's DSN, run once per worker process: a migration tool's upgrade, say; it must close what it opens).
+    ``setup_key``: what ``setup``'s result depends on (the migrations' head revision, the versions of the tools
+    that run them); given, the template is made once per machine, kept in dst's cache folder (a ``pg_dump`` of it),
+    and restored in every process after the first instead of running ``setup``.
     The service is configured with :attr:`dsn`;
     asyncpg connections (SQLAlchemy's ``postgresql+asyncpg``, Prefect's) to its host reach it through dst's links.
 
@@ -50,7 +53,7 @@ class Server:
     :meth:`restart` ends every connection and keeps what committed; :meth:`close` drops the database."""
 
     def __init__(self, name: str = "postgres", *, schema: str = "", setup: Callable[[str], None] | None = None,
-                 isolation: Isolation | None = None, port: int = 5432) -> None:
+                 setup_key: str | None = None, isolation: Isolation | None = None, port: int = 5432) -> None:
         if isolation is not None and isolation not in _ISOLATIONS:
             raise ValueError(f"dst.aio.stores.postgres.Server: isolation is one of {', '.join(_ISOLATIONS)}, "
                              f"not {isolation!r}")
@@ -62,7 +65,7 @@ class Server:
             import asyncpg.connection  # type: ignore[import-untyped]  # noqa: F401
         except ImportError:
             pass
-        self.database = self.postmaster.database(schema, isolation, setup)
+        self.database = self.postmaster.database(schema, isolation, setup, setup_key)
         self._process = Process(name)  # the database's own: what reaches it runs there, whoever sent it
         self._links: dict[int, Link] = {}
         self._serials = itertools.count(1)
