@@ -287,9 +287,12 @@ class Postmaster:
             with open(path, "wb") as out:  # written here: the tool may run as nobody, who cannot reach the cache
                 self._tool("pg_dump", "--format=custom", "--dbname", name, stdout=out)
 
+        # all the dump holds: the install, dst's clock (a dst of another version may write another), the schema as
+        # dst rewrote it, and what setup makes
+        made_of = f"{self.cluster}\0{CLOCK_SQL}\0{virtual_time(schema)}\0{setup_key}"
         for _ in range(2):
             try:
-                dump = cached("postgres-template.dump", f"{self.cluster}\0{schema}\0{setup_key}", build)
+                dump = cached("postgres-template.dump", made_of, build)
                 if not built:
                     with open(dump, "rb") as data:
                         self._tool("pg_restore", "--single-transaction", "--dbname", name, stdin=data)
