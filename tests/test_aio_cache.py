@@ -17,6 +17,7 @@ from dst.aio import cache
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DST_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cache, "_made", {})
+    monkeypatch.setattr(cache, "_scratch", None)  # a process's own folder, for each test its own
     return tmp_path / "cache"
 
 
@@ -105,3 +106,17 @@ def test_two_processes_made_at_once_each_publish_a_whole_one(_own_cache: Path, m
     made = Path(paths.pop())
     assert (made / "data" if made.is_dir() else made).read_bytes() == b"x" * 100000
     assert len(os.listdir(_own_cache)) == 1
+
+
+def test_no_home_at_all_falls_back_to_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DST_CACHE")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    calls: list[str] = []
+    path = aio.cached_file("t.db", "k", maker(calls))
+    assert Path(path).read_bytes() == b"schema" and aio.cached_file("t.db", "k", maker(calls)) == path
+    assert len(calls) == 1

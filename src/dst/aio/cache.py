@@ -48,29 +48,52 @@ def cached(name: str, key: str, make: Callable[[str], None]) -> str:
         return memo
     stem, suffix = os.path.splitext(name)
     digest = hashlib.sha256(f"{name}\0{key}".encode()).hexdigest()[:16]
+    kept = f"{stem}-{digest}{suffix}"
+    path = _found(kept) or _folder() / kept
+    if not path.exists():
+        _publish(make, name, path)  # what make raises is raised here
+    _made[name, key] = str(path)
+    return str(path)
+
+
+def _found(kept: str) -> Path | None:
+    """``kept`` in :func:`cache_folder`, if it is there (a folder dst may not write to, a CI cache mounted read-only,
+    still serves what it holds)."""
+    try:
+        path = cache_folder() / kept
+    except RuntimeError:  # no home
+        return None
+    return path if path.exists() else None
+
+
+def _folder() -> Path:
+    """:func:`cache_folder`, made if missing; where it cannot be written (a read-only home, a path that is a file, no
+    home at all), this process's own scratch folder."""
     try:
         folder = cache_folder()
         folder.mkdir(parents=True, exist_ok=True)
-        building = tempfile.mkdtemp(prefix=f".{stem}-", dir=folder)
-    except OSError:  # a read-only home, a path that is a file: this process keeps its own copy
-        folder = Path(_process_scratch())
-        building = tempfile.mkdtemp(prefix=f".{stem}-", dir=folder)
-    path = str(folder / f"{stem}-{digest}{suffix}")
+        if os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    except (OSError, RuntimeError):
+        pass
+    return Path(_process_scratch())
+
+
+def _publish(make: Callable[[str], None], name: str, path: Path) -> None:
+    """``make`` it beside ``path`` and rename it there whole (a folder another process renamed there first wins)."""
+    building = tempfile.mkdtemp(prefix=f".{path.stem}-", dir=path.parent)
     try:
-        if not os.path.exists(path):
-            made = os.path.join(building, name)
-            make(made)
-            if not os.path.exists(made):
-                raise FileNotFoundError(f"dst.aio.cached_file({name!r}): make() wrote nothing at {made}")
-            try:
-                os.replace(made, path)
-            except OSError:  # a folder another process published first: theirs is as good
-                if not os.path.isdir(path):
-                    raise
+        made = os.path.join(building, name)
+        make(made)
+        if not os.path.exists(made):
+            raise FileNotFoundError(f"dst.aio.cached_file({name!r}): make() wrote nothing at {made}")
+        try:
+            os.replace(made, path)
+        except OSError:
+            if not path.is_dir():
+                raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    _made[name, key] = path
-    return path
 
 
 def _process_scratch() -> str:
