@@ -111,7 +111,7 @@ class RunDatabase:
             self.url = settings.postgres(self.server.dsn)
             server.force_read_committed(isolation is None)
         else:
-            shutil.copy(settings.template(), settings.database(folder))  # the template: built once per process
+            shutil.copy(settings.template(), settings.database(folder))  # the template: built once per machine
 
     def close(self) -> None:
         if self.server is not None:
