@@ -543,3 +543,12 @@ def test_a_setup_with_a_key_runs_once_per_machine_and_its_restored_template_runs
     dump.write_bytes(b"not a dump")  # a dump that does not restore is made again, and the process goes on
     assert process("v1") == first and process("v1") == second
     assert process("v2") == first  # another key: another template
+
+
+def test_a_cached_cluster_that_cannot_be_copied_is_made_by_initdb_for_this_process() -> None:
+    # Another user's cache (unreadable here) fails the copy: the server still starts, on a cluster of its own.
+    code = ("from dst.aio.stores.postgres import embedded\n"
+            "embedded.cached = lambda name, key, make: embedded.__file__  # a file, not a cluster: the copy fails\n"
+            "print(embedded.postmaster().control.query('SELECT 41 + 1'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and "42" in done.stdout, done.stderr[-2000:]

@@ -206,7 +206,11 @@ class Postmaster:
 
     def _start(self) -> None:
         # initdb (about 0.9 s) once per machine; each process's server runs on a copy of its cluster
-        shutil.copytree(cached("postgres-cluster", self.cluster, self._initdb), self.data, symlinks=True)
+        try:
+            shutil.copytree(cached("postgres-cluster", self.cluster, self._initdb), self.data, symlinks=True)
+        except OSError:  # a cache this user cannot read (another user's, shared): a cluster of this process's own
+            shutil.rmtree(self.data, ignore_errors=True)
+            self._initdb(str(self.data))
         if self.user:
             for folder, _, files in os.walk(self.data):
                 for name in (folder, *(os.path.join(folder, file) for file in files)):
