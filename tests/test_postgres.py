@@ -552,3 +552,24 @@ def test_a_cached_cluster_that_cannot_be_copied_is_made_by_initdb_for_this_proce
             "print(embedded.postmaster().control.query('SELECT 41 + 1'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and "42" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_kept_template_that_cannot_be_read_is_made_by_its_setup_for_this_process() -> None:
+    # Another user's dump (unreadable here; a folder in this test) gives way to the setup, run here as without a key.
+    code = ("import asyncio, asyncpg\n"
+            "from dst.aio.stores import postgres\n"
+            "from dst.aio.stores.postgres import embedded\n"
+            "cached = embedded.cached\n"
+            "embedded.cached = lambda name, key, make: '/' if name.endswith('.dump') else cached(name, key, make)\n"
+            "ran = []\n"
+            "async def made(dsn):\n"
+            "    con = await asyncpg.connect(dsn)\n"
+            "    await con.execute('CREATE TABLE made (n int)')\n"
+            "    await con.close()\n"
+            "def setup(dsn):\n"
+            "    ran.append(dsn)\n"
+            "    asyncio.run(made(dsn))\n"
+            "db = postgres.Server('pg', setup=setup, setup_key='k')\n"
+            "print(len(ran), db.rows(\"SELECT count(*) FROM information_schema.tables WHERE table_name = 'made'\"))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "1 [('1',)]", done.stdout + done.stderr[-2000:]

@@ -298,7 +298,12 @@ class Postmaster:
             try:
                 dump = cached("postgres-template.dump", made_of, build)
                 if not built:
-                    with open(dump, "rb") as data:
+                    try:
+                        data = open(dump, "rb")
+                    except OSError:  # a dump this user cannot read (another user's cache): made here, as without a key
+                        self._fill(name, schema, setup)
+                        return
+                    with data:
                         self._tool("pg_restore", "--single-transaction", "--dbname", name, stdin=data)
                 return
             except _ToolFailed:
