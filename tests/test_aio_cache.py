@@ -97,7 +97,7 @@ def test_two_processes_made_at_once_each_publish_a_whole_one(_own_cache: Path, m
     code = ("import sys, time; from pathlib import Path; from dst.aio import cache\n"
             "def make(path):\n"
             f"    time.sleep(0.3); {make}\n"
-            "print(cache.cached('t.db', 'k', make))")
+            "print(cache.cached_file('t.db', 'k', make))")
     env = {**os.environ, "DST_CACHE": str(_own_cache)}
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]

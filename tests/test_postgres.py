@@ -548,7 +548,7 @@ def test_a_setup_with_a_key_runs_once_per_machine_and_its_restored_template_runs
 def test_a_cached_cluster_that_cannot_be_copied_is_made_by_initdb_for_this_process() -> None:
     # Another user's cache (unreadable here) fails the copy: the server still starts, on a cluster of its own.
     code = ("from dst.aio.stores.postgres import embedded\n"
-            "embedded.cached = lambda name, key, make: embedded.__file__  # a file, not a cluster: the copy fails\n"
+            "embedded.cached_file = lambda name, key, make: embedded.__file__  # a file, not a cluster: the copy fails\n"
             "print(embedded.postmaster().control.query('SELECT 41 + 1'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and "42" in done.stdout, done.stderr[-2000:]
@@ -559,8 +559,8 @@ def test_a_kept_template_that_cannot_be_read_is_made_by_its_setup_for_this_proce
     code = ("import asyncio, asyncpg\n"
             "from dst.aio.stores import postgres\n"
             "from dst.aio.stores.postgres import embedded\n"
-            "cached = embedded.cached\n"
-            "embedded.cached = lambda name, key, make: '/' if name.endswith('.dump') else cached(name, key, make)\n"
+            "cached = embedded.cached_file\n"
+            "embedded.cached_file = lambda name, key, make: '/' if name.endswith('.dump') else cached(name, key, make)\n"
             "ran = []\n"
             "async def made(dsn):\n"
             "    con = await asyncpg.connect(dsn)\n"

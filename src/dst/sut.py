@@ -1,27 +1,25 @@
 """The seam between ``dst`` and a system under test: everything a service author implements or calls.
 
-It imports nothing else of ``dst``; the simulator, its hosts and the invariants import it. A model
-is named by one scenario key, ``[model] impl = "package.module:name"``, where ``name`` is a
-:class:`Model` (or a plain build function). ``dst`` calls ``build(env)`` once per run and drives
-what it returns (a :class:`System`):
+It imports nothing else of ``dst``; the simulator, its hosts and the invariants import it. A model is named by one
+scenario key, ``[model] impl = "package.module:name"``, where ``name`` is a :class:`Model` (or a plain build
+function). ``dst`` calls ``build(env)`` once per run and drives what it returns (a :class:`System`):
 
-* the **service**: request handlers, background loops, crash and boot. Handlers are plain
-  ``async def`` coroutines; ``dst`` drives them itself (no asyncio loop, no threads). Every
-  ``await store_step()`` costs one store round trip, during which other requests may run: the
-  code between two awaits is one atomic transaction;
-* the **client programs**: a job per plan step (``acquire``, ``serve``), also ``async def``,
-  which ``await call(...)``, ``await sleep(...)`` and ``await work(...)``;
+* the **service**: request handlers, background loops, crash and boot. Handlers are plain ``async def``
+  coroutines; ``dst`` drives them itself (no asyncio loop, no threads). Every ``await store_step()`` costs one store
+  round trip, during which other requests may run: the code between two awaits is one atomic transaction;
+* the **client programs**: a job per plan step (``acquire``, ``serve``), also ``async def``, which ``await
+  call(...)``, ``await sleep(...)`` and ``await work(...)``;
 * the protected **resource**, which handles each write atomically on delivery;
-* the read-only **views** of the authority's state that the invariants read, and the
-  **bounds** their liveness checks need.
+* the read-only **views** of the authority's state that the invariants read, and the **bounds** their liveness
+  checks need.
 
-The model reports what happens to the harness's :class:`Facts` (``env.facts``) as it happens:
-a slot taken, a lease stored, a write accepted. The harness keeps its own truth from those facts
-and checks every invariant against it after every step.
+The model reports what happens to the harness's :class:`Facts` (``env.facts``) as it happens: a slot taken, a lease
+stored, a write accepted. The harness keeps its own truth from those facts and checks every invariant against it
+after every step.
 
-A simulated service must keep to the rules of a simulation: it reads time only from
-``env.clock``, draws no randomness of its own, starts no threads and opens no sockets. Then one
-seed gives one run, byte for byte (``dst run --check-determinism`` checks it).
+A simulated service must keep to the rules of a simulation: it reads time only from ``env.clock``, draws no
+randomness of its own, starts no threads and opens no sockets. Then one seed gives one run, byte for byte (``dst run
+--check-determinism`` checks it).
 """
 
 from __future__ import annotations
@@ -97,9 +95,8 @@ WAIT = 4  # (WAIT, wakes, ms): parked until a wake in ``wakes`` is called, or ``
 
 @types.coroutine
 def store_step() -> Generator[None, None, None]:
-    """One store round trip (a handler's only interleaving point with the store): other requests
-    may run while it waits. Await it before each transaction; the code after it, up to the next
-    await, runs atomically."""
+    """One store round trip (a handler's only interleaving point with the store): other requests may run while it
+    waits. Await it before each transaction; the code after it, up to the next await, runs atomically."""
     yield
 
 
@@ -111,9 +108,9 @@ def sleep(ms: int) -> Generator[tuple[int, int], None, None]:
 
 @types.coroutine
 def call(destination: str, request: Any, *, wait: int = 0) -> Generator[tuple[int, str, Any, int], Any, Any]:
-    """Send ``request`` to ``destination`` (:data:`SERVER` or :data:`RESOURCE`) and wait for the
-    response; None when none came within the scenario's request timeout, plus ``wait`` ms for a request
-    the server may hold open that long (a long poll: see :class:`Waiters`). Clients only."""
+    """Send ``request`` to ``destination`` (:data:`SERVER` or :data:`RESOURCE`) and wait for the response; None
+    when none came within the scenario's request timeout, plus ``wait`` ms for a request the server may hold open
+    that long (a long poll: see :class:`Waiters`). Clients only."""
     return (yield (CALL, destination, request, wait))
 
 
@@ -134,12 +131,12 @@ def work(handle: Any, ms: int) -> Generator[tuple[int, Any, int], Any, int]:
 
 
 class Waiters:
-    """Handlers waiting for something to happen (a slot to free): the server's side of a long poll, which
-    holds a request open instead of having the client ask again and again. ``await waiters.wait(ms)`` in a
-    handler parks it until :meth:`notify_all` or until ``ms`` pass, whichever comes first; it then takes one
-    store round trip, and the code after it is a new transaction that checks again (a notification says
-    only that something may have changed). Parked handlers cost nothing while they wait. Waiters live in
-    process memory: a service makes new ones when it crashes."""
+    """Handlers waiting for something to happen (a slot to free): the server's side of a long poll, which holds a
+    request open instead of having the client ask again and again. ``await waiters.wait(ms)`` in a handler parks it
+    until :meth:`notify_all` or until ``ms`` pass, whichever comes first; it then takes one store round trip, and the
+    code after it is a new transaction that checks again (a notification says only that something may have
+    changed). Parked handlers cost nothing while they wait. Waiters live in process memory: a service makes new
+    ones when it crashes."""
 
     __slots__ = ("_wakes",)
 
@@ -169,11 +166,10 @@ def _kind_of(name: str) -> int:
 def message(cls: type[T]) -> type[T]:
     """Make a class a frozen record for the wire.
 
-    Its ``repr`` names its fields (the trace's digest is made of reprs, so it must be the same in
-    every process) and is lean: attrs' own guards against recursion, which costs four times as much.
-    ``describe()`` is what the trace shows; define it for a readable trace (default: the repr).
-    A class attribute ``kind`` (a small int) keys the message's random draws; without one, it is
-    derived from the class name."""
+    Its ``repr`` names its fields (the trace's digest is made of reprs, so it must be the same in every process)
+    and is lean: attrs' own guards against recursion, which costs four times as much. ``describe()`` is what the
+    trace shows; define it for a readable trace (default: the repr). A class attribute ``kind`` (a small int) keys
+    the message's random draws; without one, it is derived from the class name."""
     kind = cls.__dict__.get("kind")
     cls = attrs.frozen(repr=False)(cls)
     fields = ", ".join(f"{{self.{f.name}!r}}" for f in attrs.fields(cast(Any, cls)))
@@ -226,8 +222,8 @@ class RunClaim:
 # --- facts, views and bounds: what the invariants need ------------------------------------------------
 
 class Facts(Protocol):
-    """What a model reports as it happens (``env.facts``). Report each change in the same step that
-    makes it; a slot count moves only on behalf of a named lease (or visibly of none)."""
+    """What a model reports as it happens (``env.facts``). Report each change in the same step that makes it; a
+    slot count moves only on behalf of a named lease (or visibly of none)."""
 
     def slots_taken(self, lease: LeaseId, limit: str, n: int) -> None:
         """``n`` slots of ``limit`` were counted as taken, for ``lease``."""

@@ -30,19 +30,13 @@ def cache_folder() -> Path:
 
 
 def cached_file(name: str, key: str, make: Callable[[str], None]) -> str:
-    """The path of the file ``make(path)`` writes at ``path``, made the first time a process of this machine asks
+    """The path of the file ``make(path)`` writes at ``path``, made the first time any process on the machine asks
     for ``name`` under ``key`` and kept in :func:`cache_folder` for every one after (``name`` gives the file's name
     and suffix: ``"prefect-template.db"``). ``key`` must name all its content depends on (the library's version,
     its migrations' revisions, the database library's version): a file made under another key is never handed out.
     Copy the file into the run's folder; never write to it. ``make`` runs outside any simulated run; what it
     raises is raised here, and nothing is kept. Two processes that make it at once each publish a whole file (an
-    atomic rename), and either's is the other's."""
-    return cached(name, key, make)
-
-
-def cached(name: str, key: str, make: Callable[[str], None]) -> str:
-    """:func:`cached_file`, for a file or a folder ``make`` makes at ``path`` (a folder: dst's PostgreSQL cluster as
-    initdb left it)."""
+    atomic rename), and either's is the other's. ``make`` may make a folder instead (dst's PostgreSQL cluster)."""
     memo = _made.get((name, key))
     if memo is not None and os.path.exists(memo):
         return memo

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ....sandbox import real
-from ...cache import cached
+from ...cache import cached_file
 from .clockwords import virtual_time
 from .wire import Control, PgError, literal
 
@@ -207,7 +207,7 @@ class Postmaster:
     def _start(self) -> None:
         # initdb (about 0.9 s) once per machine; each process's server runs on a copy of its cluster
         try:
-            shutil.copytree(cached("postgres-cluster", self.cluster, self._initdb), self.data, symlinks=True)
+            shutil.copytree(cached_file("postgres-cluster", self.cluster, self._initdb), self.data, symlinks=True)
         except OSError:  # a cache this user cannot read (another user's, shared): a cluster of this process's own
             shutil.rmtree(self.data, ignore_errors=True)
             self._initdb(str(self.data))
@@ -296,7 +296,7 @@ class Postmaster:
         made_of = f"{self.cluster}\0{CLOCK_SQL}\0{virtual_time(schema)}\0{setup_key}"
         for _ in range(2):
             try:
-                dump = cached("postgres-template.dump", made_of, build)
+                dump = cached_file("postgres-template.dump", made_of, build)
                 if not built:
                     try:
                         data = open(dump, "rb")
